@@ -1,0 +1,60 @@
+"""The admin listener: /metrics, /healthz and /readyz, apart from public traffic."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.runtime import Runtime
+
+_PROBE_CACHE_SECONDS = 1.0
+
+
+class Readiness:
+    """Ready when a config serves, the process is not draining, and every upstream answers."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._checked_at = 0.0
+        self._upstreams: dict[str, bool] = {}
+        self._lock = asyncio.Lock()
+
+    async def upstreams(self) -> dict[str, bool]:
+        async with self._lock:  # one probe round at a time, however often /readyz is polled
+            if time.monotonic() - self._checked_at > _PROBE_CACHE_SECONDS:
+                transports = self.runtime.current.transports
+                results = await asyncio.gather(*(t.probe() for t in transports.values()))
+                self._upstreams = dict(zip(transports, results, strict=True))
+                self._checked_at = time.monotonic()
+            return self._upstreams
+
+
+def create_admin_app(runtime: Runtime) -> Starlette:
+    readiness = Readiness(runtime)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        upstreams = await readiness.upstreams()
+        ready = not runtime.draining and all(upstreams.values())
+        body = {
+            "status": "ready" if ready else "not_ready",
+            "draining": runtime.draining,
+            "config_generation": runtime.current.number,
+            "upstreams": {name: "up" if ok else "down" for name, ok in upstreams.items()},
+        }
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return Starlette(routes=[
+        Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),
+    ])

@@ -1,0 +1,104 @@
+"""The public ASGI application: request id, routing, passthrough, errors, access log."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gateway import errors, observability
+from gateway.context import RequestContext, request_id_from
+from gateway.headers import is_trusted
+from gateway.proxy import ClientDisconnected, forward
+from gateway.runtime import Generation, Runtime
+
+Scope = dict[str, Any]
+log = logging.getLogger("aigw.app")
+
+
+class GatewayApp:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        else:  # websockets are not proxied yet; refuse the handshake
+            await send({"type": "websocket.close", "code": 1008})
+
+    async def _http(self, scope: Scope, receive: Any, send: Any) -> None:
+        generation = self.runtime.current
+        generation.enter()
+        observability.IN_FLIGHT.inc()
+        client = scope.get("client")
+        ctx = RequestContext(
+            request_id_from(scope["headers"]), scope["method"], scope["path"],
+            client[0] if client else "",
+        )
+        tagged_send = _tagging_send(send, ctx)
+        try:
+            await self._handle(generation, ctx, scope, receive, tagged_send)
+        except errors.GatewayError as error:
+            if ctx.status:
+                raise
+            await _send_error(tagged_send, ctx, error)
+        except ClientDisconnected:
+            ctx.status = 499
+        except Exception:
+            if ctx.status:  # the response has started; let the server drop the connection
+                raise
+            log.exception("unhandled error", extra={"fields": {"request_id": ctx.request_id}})
+            await _send_error(tagged_send, ctx, errors.internal_error())
+        finally:
+            generation.leave()
+            observability.IN_FLIGHT.dec()
+            elapsed = observability.observe(ctx)
+            if generation.settings.logging.access_log:
+                observability.write_access_log(ctx, elapsed)
+
+    async def _handle(
+        self, generation: Generation, ctx: RequestContext, scope: Scope, receive: Any, send: Any
+    ) -> None:
+        target = generation.default_target
+        if target is None:
+            raise errors.no_route()
+        await generation.pipeline.admit(ctx, scope["headers"])
+        trusted = is_trusted(ctx.client, generation.trusted_networks)
+        await forward(ctx, scope, receive, send, target, generation.proxy_options, trusted=trusted)
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.runtime.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def _tagging_send(send: Any, ctx: RequestContext) -> Any:
+    """Add X-Request-Id to every response and note the status for the log."""
+    request_id = ctx.request_id.encode()
+
+    async def tagged(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            ctx.status = message["status"]
+            message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+        await send(message)
+
+    return tagged
+
+
+async def _send_error(send: Any, ctx: RequestContext, error: errors.GatewayError) -> None:
+    ctx.error_code = error.code
+    body = errors.json_error_body(error, ctx.request_id)
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+        *((name.encode("latin-1"), value.encode("latin-1")) for name, value in error.headers),
+    ]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

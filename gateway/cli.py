@@ -1,0 +1,83 @@
+"""`aigw` command line: run, demo, validate, schema."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from gateway.loader import ConfigError, LoadedConfig, load_config
+from gateway.settings import Settings
+
+
+def config_schema() -> dict:
+    schema = Settings.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "aigw gateway configuration"
+    return schema
+
+
+def load_or_exit(path: str) -> LoadedConfig:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        print(f"{path}: invalid configuration ({len(exc.issues)} problem(s)):", file=sys.stderr)
+        for issue in exc.issues:
+            print(f"  {issue}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gateway.observability import configure_logging
+    from gateway.server import run
+
+    loaded = load_or_exit(args.config)
+    configure_logging(loaded.settings.logging.level)
+    run(loaded)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    loaded = load_or_exit(args.config)
+    upstreams = ", ".join(loaded.settings.upstreams)
+    print(f"{args.config}: valid (upstreams: {upstreams}; policy files: {len(loaded.policies)})")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(config_schema(), indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gateway.demo.launcher import run_demo
+
+    return run_demo(args.config, args.backend_port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aigw", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="serve the gateway from a config file")
+    run.add_argument("--config", "-c", required=True)
+    run.set_defaults(handler=cmd_run)
+    validate = commands.add_parser("validate", help="check a config; exit 1 listing every error")
+    validate.add_argument("config")
+    validate.set_defaults(handler=cmd_validate)
+    schema = commands.add_parser("schema", help="print the JSON Schema of the config file")
+    schema.set_defaults(handler=cmd_schema)
+    demo = commands.add_parser("demo", help="run the demo backend with the gateway in front")
+    demo.add_argument("--config", "-c", default="config/demo.yaml")
+    demo.add_argument("--backend-port", type=int, default=8081)
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Header hygiene for a forwarding proxy (RFC 9110 §7.6): hop-by-hop removal, Via, X-Forwarded-*.
+
+Header names from uvicorn arrive lower-cased; those from upstream clients may not, so every
+comparison lower-cases first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
+
+RawHeaders = list[tuple[bytes, bytes]]
+
+# RFC 9110 §7.6.1 and the proxy-only fields; `Connection` may name more.
+HOP_BY_HOP = frozenset({
+    b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
+    b"transfer-encoding", b"upgrade", b"proxy-authenticate", b"proxy-authorization",
+})
+_FORWARDED = frozenset(
+    {b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"forwarded"}
+)
+# Fields the gateway sets itself, so any incoming copy is dropped.
+_REQUEST_OWNED = frozenset({b"host", b"x-request-id", b"expect", b"via"})
+_RESPONSE_OWNED = frozenset({b"x-request-id", b"date", b"server", b"via"})
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """Where the request came from, as the gateway itself saw it."""
+
+    address: str
+    scheme: str
+    host: bytes
+
+
+def parse_networks(values: list[str]) -> tuple[IPv4Network | IPv6Network, ...]:
+    return tuple(ip_network(value, strict=False) for value in values)
+
+
+def is_trusted(address: str, networks: tuple[IPv4Network | IPv6Network, ...]) -> bool:
+    if not networks or not address:
+        return False
+    try:
+        ip = ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
+
+
+def connection_options(headers: RawHeaders) -> frozenset[bytes]:
+    """Field names listed in `Connection`, which are hop-by-hop too."""
+    names: set[bytes] = set()
+    for name, value in headers:
+        if name.lower() == b"connection":
+            names.update(token.strip().lower() for token in value.split(b","))
+    return frozenset(names)
+
+
+def upstream_request_headers(
+    headers: RawHeaders,
+    client: ClientInfo,
+    *,
+    trusted: bool,
+    via: bytes,
+    request_id: bytes,
+    host: bytes,
+) -> RawHeaders:
+    """Headers to send upstream: cleaned, with Via, X-Forwarded-* and the request id."""
+    drop = HOP_BY_HOP | connection_options(headers) | _REQUEST_OWNED
+    if not trusted:
+        drop |= _FORWARDED
+    out: RawHeaders = [(b"host", host)]
+    incoming: dict[bytes, list[bytes]] = {}
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered in drop:
+            if lowered == b"via":
+                incoming.setdefault(lowered, []).append(value)
+            continue
+        if lowered in _FORWARDED:
+            incoming.setdefault(lowered, []).append(value)
+        else:
+            out.append((name, value))
+    out.extend(_forwarded_fields(incoming, client))
+    out.append((b"via", _join(incoming.get(b"via"), via)))
+    out.append((b"x-request-id", request_id))
+    return out
+
+
+def client_response_headers(headers: RawHeaders, via: bytes) -> RawHeaders:
+    """Upstream response headers minus hop-by-hop and gateway-owned ones, with Via appended."""
+    drop = HOP_BY_HOP | connection_options(headers) | _RESPONSE_OWNED
+    out: RawHeaders = []
+    vias: list[bytes] = []
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == b"via":
+            vias.append(value)
+        elif lowered not in drop:
+            out.append((name, value))
+    out.append((b"via", _join(vias, via)))
+    return out
+
+
+def _forwarded_fields(incoming: dict[bytes, list[bytes]], client: ClientInfo) -> RawHeaders:
+    fields: RawHeaders = []
+    if b"forwarded" in incoming:
+        fields.extend((b"forwarded", value) for value in incoming[b"forwarded"])
+    address = client.address.encode("latin-1")
+    fields.append((b"x-forwarded-for", _join(incoming.get(b"x-forwarded-for"), address)))
+    proto = incoming.get(b"x-forwarded-proto")
+    fields.append((b"x-forwarded-proto", proto[0] if proto else client.scheme.encode()))
+    forwarded_host = incoming.get(b"x-forwarded-host")
+    if forwarded_host or client.host:
+        fields.append((b"x-forwarded-host", forwarded_host[0] if forwarded_host else client.host))
+    return fields
+
+
+def _join(previous: list[bytes] | None, value: bytes) -> bytes:
+    return b", ".join([*previous, value]) if previous else value

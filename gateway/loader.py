@@ -1,0 +1,202 @@
+"""Read YAML config and policy files into `Settings`, with `${VAR}` interpolation.
+
+Every problem is reported as a `ConfigIssue` naming the file, the dotted path inside it and
+what was expected, and all problems of one load are reported together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from gateway.settings import Settings
+
+_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_SECRET_WORDS = ("secret", "password", "token", "key", "credential")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigIssue:
+    file: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.path or '(top level)'}: {self.message}"
+
+
+class ConfigError(Exception):
+    def __init__(self, issues: list[ConfigIssue]) -> None:
+        super().__init__("\n".join(str(issue) for issue in issues))
+        self.issues = issues
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    settings: Settings
+    path: Path
+    policies: dict[str, Any] = field(default_factory=dict)
+    sources: tuple[Path, ...] = ()
+
+
+def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> LoadedConfig:
+    """Load, interpolate and validate a config file and its policy folder."""
+    env = os.environ if env is None else env
+    config_path = Path(path)
+    issues: list[ConfigIssue] = []
+    raw = _read_yaml(config_path, env, issues)
+    settings = _validate(raw, str(config_path), issues) if raw is not None else None
+    policies: dict[str, Any] = {}
+    sources: list[Path] = [config_path]
+    if settings is not None:
+        issues.extend(_cross_checks(settings, str(config_path)))
+        if settings.policies is not None:
+            folder = (config_path.parent / settings.policies).resolve()
+            policies, policy_files = _read_policies(folder, str(config_path), env, issues)
+            sources.extend(policy_files)
+    if issues or settings is None:
+        raise ConfigError(issues)
+    return LoadedConfig(settings, config_path, policies, tuple(sources))
+
+
+def fingerprint(sources: tuple[Path, ...], policies_dir: Path | None = None) -> bytes:
+    """A digest of everything a load reads, so a reload happens only on a real change."""
+    digest = hashlib.sha256()
+    files = list(sources)
+    if policies_dir is not None and policies_dir.is_dir():
+        files.extend(sorted(set(_policy_files(policies_dir)) - set(files)))
+    for file in files:
+        digest.update(str(file).encode())
+        try:
+            digest.update(file.read_bytes())
+        except OSError:
+            digest.update(b"\0missing")
+    return digest.digest()
+
+
+def policies_folder(loaded: LoadedConfig) -> Path | None:
+    if loaded.settings.policies is None:
+        return None
+    return (loaded.path.parent / loaded.settings.policies).resolve()
+
+
+def _read_yaml(file: Path, env: Mapping[str, str], issues: list[ConfigIssue]) -> Any:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        issues.append(ConfigIssue(str(file), "", f"cannot read file: {exc.strerror or exc}"))
+        return None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        issues.append(ConfigIssue(str(file), where, f"invalid YAML: {problem}"))
+        return None
+    if not isinstance(document, dict):
+        issues.append(ConfigIssue(str(file), "", "expected a mapping at the top level"))
+        return None
+    found = len(issues)
+    document = _interpolate(document, (), str(file), env, issues)
+    return document if len(issues) == found else None
+
+
+def _interpolate(
+    node: Any, where: tuple[str | int, ...], file: str, env: Mapping[str, str], issues: list
+) -> Any:
+    if isinstance(node, dict):
+        return {key: _interpolate(value, (*where, key), file, env, issues)
+                for key, value in node.items()}
+    if isinstance(node, list):
+        return [_interpolate(item, (*where, index), file, env, issues)
+                for index, item in enumerate(node)]
+    if not isinstance(node, str) or "$" not in node:
+        return node
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        issues.append(ConfigIssue(file, _dotted(where),
+                                  f"environment variable {name} is not set and has no default"))
+        return ""
+
+    return _VARIABLE.sub(substitute, node)
+
+
+def _validate(raw: dict[str, Any], file: str, issues: list[ConfigIssue]) -> Settings | None:
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            loc = error["loc"]
+            is_key = bool(loc) and loc[-1] == "[key]"
+            path = _dotted(loc[:-1] if is_key else loc)
+            message = error["msg"].removeprefix("Value error, ")
+            if is_key:
+                message = f"invalid name: {message}"
+            if error["type"] not in ("missing", "extra_forbidden", "value_error") or is_key:
+                message += f" (got {_describe(error.get('input'), path)})"
+            if error["type"] == "extra_forbidden":
+                message = "unknown field; check its spelling and place"
+            issues.append(ConfigIssue(file, path, message))
+        return None
+
+
+def _cross_checks(settings: Settings, file: str) -> list[ConfigIssue]:
+    issues = []
+    if settings.default_upstream and settings.default_upstream not in settings.upstreams:
+        known = ", ".join(sorted(settings.upstreams))
+        issues.append(ConfigIssue(file, "default_upstream",
+                                  f"expected one of the upstreams ({known}), "
+                                  f"got {settings.default_upstream!r}"))
+    same_port = settings.listen.port == settings.admin.port != 0
+    if same_port and settings.listen.host == settings.admin.host:
+        issues.append(ConfigIssue(file, "admin.port",
+                                  "expected a port other than listen.port: the admin listener "
+                                  "must stay separate from the public one"))
+    return issues
+
+
+def _read_policies(
+    folder: Path, config_file: str, env: Mapping[str, str], issues: list[ConfigIssue]
+) -> tuple[dict[str, Any], list[Path]]:
+    if not folder.is_dir():
+        issues.append(ConfigIssue(config_file, "policies", f"expected a folder, got {folder}"))
+        return {}, []
+    files = _policy_files(folder)
+    policies = {}
+    for file in files:
+        document = _read_yaml(file, env, issues)
+        if document is not None:
+            policies[file.stem] = document
+    return policies, files
+
+
+def _policy_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def _dotted(loc: tuple[str | int, ...] | list[str | int]) -> str:
+    parts = [f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc]
+    return "".join(parts).lstrip(".")
+
+
+def _describe(value: Any, path: str) -> str:
+    if isinstance(value, str) and any(word in path.lower() for word in _SECRET_WORDS):
+        return "a string (hidden)"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

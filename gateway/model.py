@@ -1,0 +1,93 @@
+"""The neutral model every surface translates into and out of.
+
+A surface turns its request into a `Query`, the pipeline turns upstream JSON into `Hit`s, policy
+decides with a `Principal` and answers with a `Decision`, and the surface renders the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    text: str | None = None
+    vector: tuple[float, ...] | None = None
+    embedding_space: str | None = None
+    top_k: int = 10
+    cursor: str | None = None
+    collection: str | None = None
+    filters: dict[str, Any] = field(default_factory=dict)
+    fields: frozenset[str] | None = None  # None: whatever policy allows
+
+
+@dataclass(slots=True)
+class Hit:
+    id: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    text: str | None = None
+    score: float | None = None
+    vector: list[float] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Streams or collections a principal may read, each with its readable fields (None: all)."""
+
+    streams: dict[str, frozenset[str] | None] = field(default_factory=dict)
+
+    def fields_for(self, stream: str) -> frozenset[str] | None:
+        return self.streams.get(stream)
+
+
+class TokenKind(StrEnum):
+    ANONYMOUS = "anonymous"
+    OWNER = "owner"
+    CLIENT = "client"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    subject: str | None = None
+    client_id: str | None = None
+    scopes: frozenset[str] = frozenset()
+    kind: TokenKind = TokenKind.ANONYMOUS
+    grant: Grant | None = None
+
+    @property
+    def is_anonymous(self) -> bool:
+        return self.kind is TokenKind.ANONYMOUS
+
+
+ANONYMOUS = Principal()
+
+
+class Outcome(StrEnum):
+    ALLOW = "allow"
+    DENY = "deny"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    outcome: Outcome
+    status: int = 200
+    code: str | None = None
+    reason: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome is Outcome.ALLOW
+
+
+ALLOW = Decision(Outcome.ALLOW)
+
+
+def deny(
+    status: int, code: str, reason: str, headers: tuple[tuple[str, str], ...] = ()
+) -> Decision:
+    return Decision(Outcome.DENY, status, code, reason, headers)

@@ -1,0 +1,105 @@
+"""Prometheus metrics, the JSON access log and the gateway's own structured log lines.
+
+Access-log lines carry no query string, header, token or body: only what is safe to keep.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import orjson
+from prometheus_client import Counter, Gauge, Histogram
+
+from gateway.context import RequestContext
+
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+REQUESTS = Counter(
+    "aigw_requests_total", "Requests answered by the public listener.",
+    ["surface", "method", "status"],
+)
+REQUEST_SECONDS = Histogram(
+    "aigw_request_duration_seconds", "Time from request to the end of the response.",
+    ["surface"], buckets=_BUCKETS,
+)
+UPSTREAM_SECONDS = Histogram(
+    "aigw_upstream_duration_seconds", "Time until the upstream's response headers arrived.",
+    ["upstream"], buckets=_BUCKETS,
+)
+UPSTREAM_ERRORS = Counter(
+    "aigw_upstream_errors_total", "Failed upstream calls by kind (connect, timeout, protocol).",
+    ["upstream", "kind"],
+)
+CONFIG_RELOADS = Counter(
+    "aigw_config_reloads_total", "Config reload attempts by result (success, failure).", ["result"],
+)
+CONFIG_GENERATION = Gauge("aigw_config_generation", "Number of the config generation serving.")
+IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.")
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def observe(ctx: RequestContext) -> float:
+    """Record one finished request in the metrics; returns its duration in seconds."""
+    elapsed = time.perf_counter() - ctx.started
+    method = ctx.method if ctx.method in _METHODS else "OTHER"  # bounded label values
+    REQUESTS.labels(ctx.surface, method, str(ctx.status)).inc()
+    REQUEST_SECONDS.labels(ctx.surface).observe(elapsed)
+    if ctx.upstream is not None:
+        if ctx.upstream_seconds is not None:
+            UPSTREAM_SECONDS.labels(ctx.upstream).observe(ctx.upstream_seconds)
+        if ctx.upstream_error is not None:
+            UPSTREAM_ERRORS.labels(ctx.upstream, ctx.upstream_error).inc()
+    return elapsed
+
+
+def access_record(ctx: RequestContext, elapsed: float) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "ts": time.time(), "type": "access", "request_id": ctx.request_id,
+        "method": ctx.method, "path": ctx.path, "status": ctx.status, "client": ctx.client,
+        "surface": ctx.surface, "duration_ms": round(elapsed * 1000, 3),
+    }
+    if ctx.upstream is not None:
+        record["upstream"] = ctx.upstream
+        if ctx.upstream_seconds is not None:
+            record["upstream_ms"] = round(ctx.upstream_seconds * 1000, 3)
+    if ctx.error_code is not None:
+        record["error"] = ctx.error_code
+    if not ctx.principal.is_anonymous:
+        record["subject"] = ctx.principal.subject
+        record["client_id"] = ctx.principal.client_id
+    return record
+
+
+def write_access_log(ctx: RequestContext, elapsed: float) -> None:
+    sys.stdout.buffer.write(orjson.dumps(access_record(ctx, elapsed)) + b"\n")
+    sys.stdout.flush()
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; `extra={"fields": {...}}` adds structured fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": record.created, "type": "log", "level": record.levelname.lower(),
+            "logger": record.name, "message": record.getMessage(),
+        }
+        line.update(getattr(record, "fields", {}))
+        if record.exc_info and record.levelno >= logging.ERROR:
+            line["exception"] = record.exc_info[0].__name__ if record.exc_info[0] else None
+        return orjson.dumps(line).decode()
+
+
+def configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers[:] = []
+        logging.getLogger(name).propagate = True
+    logging.getLogger("uvicorn.access").disabled = True

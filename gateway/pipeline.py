@@ -1,0 +1,182 @@
+"""The one request pipeline every surface runs through:
+
+    route -> authenticate -> rate limit -> validate -> policy (pre)
+          -> upstream -> map -> policy (post) -> render
+
+Routing happens in `app.py`. Authentication, rate limiting and policy are pluggable stages;
+until their issues land they admit everything and change nothing. A surface contributes only
+its own parts: parsing and validation, the upstream plan, the envelope and the error dialect.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway import errors
+from gateway.context import RequestContext
+from gateway.loader import LoadedConfig
+from gateway.mapping import HitMapping
+from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
+from gateway.proxy import ProxyTarget
+from gateway.upstream import UpstreamError
+
+RawHeaders = list[tuple[bytes, bytes]]
+
+
+class Authenticator(Protocol):
+    async def authenticate(self, ctx: RequestContext, headers: RawHeaders) -> Principal | Decision:
+        """The caller's principal, or a denial."""
+
+
+class RateLimiter(Protocol):
+    async def check(self, ctx: RequestContext) -> Decision: ...
+
+
+class Policy(Protocol):
+    def before(self, ctx: RequestContext, query: Query) -> Query | Decision:
+        """Narrow the query to what the principal may ask, or deny it, before any upstream call."""
+
+    def after(self, ctx: RequestContext, query: Query, hits: list[Hit]) -> list[Hit]:
+        """Remove from the hits whatever the principal may not see."""
+
+
+class AnonymousAuthenticator:
+    async def authenticate(self, ctx: RequestContext, headers: RawHeaders) -> Principal:
+        return ANONYMOUS
+
+
+class Unlimited:
+    async def check(self, ctx: RequestContext) -> Decision:
+        return ALLOW
+
+
+class OpenPolicy:
+    def before(self, ctx: RequestContext, query: Query) -> Query:
+        return query
+
+    def after(self, ctx: RequestContext, query: Query, hits: list[Hit]) -> list[Hit]:
+        return hits
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamCall:
+    """One JSON call to an upstream, and how its answer maps onto hits."""
+
+    target: ProxyTarget
+    method: str
+    path: str
+    mapping: HitMapping
+    params: dict[str, Any] = field(default_factory=dict)
+    json: Any = None
+
+
+class RetrievalSurface(Protocol):
+    name: str
+
+    async def parse(self, request: Request, ctx: RequestContext) -> Query:
+        """Validate the request into a Query; raise `GatewayError` for bad input."""
+
+    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall: ...
+
+    def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response: ...
+
+    def render_error(self, error: errors.GatewayError, ctx: RequestContext) -> Response:
+        """The failure in this surface's own error dialect."""
+
+
+def denial(decision: Decision) -> errors.GatewayError:
+    return errors.GatewayError(
+        decision.status, decision.code or "forbidden", decision.reason or "Request denied.",
+        headers=decision.headers,
+    )
+
+
+class Pipeline:
+    def __init__(
+        self,
+        authenticator: Authenticator | None = None,
+        limiter: RateLimiter | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        self.authenticator = authenticator or AnonymousAuthenticator()
+        self.limiter = limiter or Unlimited()
+        self.policy = policy or OpenPolicy()
+
+    @classmethod
+    def from_config(cls, loaded: LoadedConfig) -> Pipeline:
+        return cls()
+
+    async def admit(self, ctx: RequestContext, headers: RawHeaders) -> None:
+        """Authenticate, then rate-limit; raise `GatewayError` when either refuses."""
+        outcome = await self.authenticator.authenticate(ctx, headers)
+        if isinstance(outcome, Decision):
+            raise denial(outcome)
+        ctx.principal = outcome
+        decision = await self.limiter.check(ctx)
+        if not decision.allowed:
+            raise denial(decision)
+
+    async def retrieve(
+        self, surface: RetrievalSurface, request: Request, ctx: RequestContext
+    ) -> Response:
+        """Run every stage after routing for one retrieval request."""
+        ctx.surface = surface.name
+        try:
+            await self.admit(ctx, request.scope["headers"])
+            query = await surface.parse(request, ctx)
+            narrowed = self.policy.before(ctx, query)
+            if isinstance(narrowed, Decision):
+                raise denial(narrowed)
+            call = surface.plan(narrowed, ctx)
+            document = await call_upstream_json(call, ctx)
+            hits = self.policy.after(ctx, narrowed, call.mapping.hits(document))
+            return surface.render(narrowed, hits, ctx)
+        except errors.GatewayError as error:
+            ctx.error_code = error.code
+            return surface.render_error(error, ctx)
+
+
+async def call_upstream_json(call: UpstreamCall, ctx: RequestContext) -> Any:
+    """Make one upstream JSON call; any failure becomes a `GatewayError` without upstream detail."""
+    ctx.upstream = call.target.name
+    url = call.target.url + call.path
+    if call.params:
+        url += "?" + urlencode(call.params, doseq=True)
+    headers: RawHeaders = [
+        (b"host", call.target.host), (b"accept", b"application/json"),
+        (b"x-request-id", ctx.request_id.encode()),
+    ]
+    body = None
+    if call.json is not None:
+        body = orjson.dumps(call.json)
+        headers.append((b"content-type", b"application/json"))
+    started = time.perf_counter()
+    try:
+        response = await call.target.transport.request(call.method, url, headers, body)
+        try:
+            payload = await response.read()
+        finally:
+            await response.close()
+    except UpstreamError as exc:
+        ctx.upstream_error = exc.kind
+        raise (errors.upstream_timeout() if exc.kind == "timeout"
+               else errors.upstream_unavailable()) from None
+    finally:
+        ctx.upstream_seconds = time.perf_counter() - started
+    if response.status == 404:
+        raise errors.GatewayError(404, "not_found", "The requested item does not exist.")
+    if response.status >= 400:
+        ctx.upstream_error = f"status_{response.status}"
+        raise errors.upstream_protocol_error()
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        ctx.upstream_error = "protocol"
+        raise errors.upstream_protocol_error() from None

@@ -1,0 +1,210 @@
+"""Passthrough: forward a request to an upstream and stream the answer back, unchanged.
+
+Small bodies are buffered in one piece (fewer ASGI messages, fewer syscalls); large ones and
+those of unknown length are streamed both ways with the size limit enforced as they flow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from gateway import errors
+from gateway.context import RequestContext
+from gateway.headers import ClientInfo, client_response_headers, upstream_request_headers
+from gateway.upstream import Transport, UpstreamError, UpstreamResponse
+
+Scope = dict[str, Any]
+_NO_BODY_STATUS = frozenset({204, 304})
+
+
+class ClientDisconnected(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyTarget:
+    name: str
+    url: str  # base URL without trailing slash
+    host: bytes  # Host header sent when the client's is not preserved
+    preserve_host: bool
+    transport: Transport
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyOptions:
+    max_body_bytes: int
+    buffer_bytes: int
+    via_name: str
+
+
+class BodyStream:
+    """The client's request body as an async iterator that stops at the size limit."""
+
+    def __init__(self, receive: Any, limit: int) -> None:
+        self._receive = receive
+        self._limit = limit
+        self.received = 0
+        self.exceeded = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnected()
+            chunk = message.get("body", b"")
+            self.received += len(chunk)
+            if self.received > self._limit:
+                self.exceeded = True
+                raise errors.request_too_large(self._limit)
+            if chunk:
+                yield chunk
+            if not message.get("more_body", False):
+                return
+
+    async def read(self) -> bytes:
+        return b"".join([chunk async for chunk in self])
+
+
+async def forward(
+    ctx: RequestContext, scope: Scope, receive: Any, send: Any,
+    target: ProxyTarget, options: ProxyOptions, *, trusted: bool,
+) -> None:
+    """Proxy one request; raise `GatewayError` for anything answered before the response starts."""
+    ctx.upstream = target.name
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    body, stream = await _request_body(headers, receive, options)
+    url = target.url + _target_path(scope)
+    client = _client_info(scope, headers)
+    via = f"{scope.get('http_version', '1.1')} {options.via_name}".encode()
+    outgoing = upstream_request_headers(
+        headers, client, trusted=trusted, via=via, request_id=ctx.request_id.encode(),
+        host=client.host if target.preserve_host and client.host else target.host,
+    )
+    started = time.perf_counter()
+    try:
+        response = await target.transport.request(scope["method"], url, outgoing, body)
+    except UpstreamError as exc:
+        ctx.upstream_error = exc.kind
+        if stream is not None and stream.exceeded:
+            raise errors.request_too_large(options.max_body_bytes) from None
+        raise _as_gateway_error(exc) from None
+    finally:
+        ctx.upstream_seconds = time.perf_counter() - started
+    try:
+        await _relay(ctx, scope, receive, send, response, options, via)
+    finally:
+        await response.close()
+
+
+async def _request_body(
+    headers: list[tuple[bytes, bytes]], receive: Any, options: ProxyOptions
+) -> tuple[bytes | BodyStream | None, BodyStream | None]:
+    length, chunked = _declared_length(headers)
+    if length is None and not chunked:
+        return None, None
+    if length is not None and length > options.max_body_bytes:
+        raise errors.request_too_large(options.max_body_bytes)
+    stream = BodyStream(receive, options.max_body_bytes)
+    if length is not None and length <= options.buffer_bytes:
+        return await stream.read(), None
+    return stream, stream
+
+
+def _declared_length(headers: list[tuple[bytes, bytes]]) -> tuple[int | None, bool]:
+    length = None
+    chunked = False
+    for name, value in headers:
+        if name == b"content-length":
+            length = int(value)  # uvicorn's parser has already refused malformed values
+        elif name == b"transfer-encoding":
+            chunked = True
+    return length, chunked
+
+
+async def _relay(
+    ctx: RequestContext, scope: Scope, receive: Any, send: Any,
+    response: UpstreamResponse, options: ProxyOptions, via: bytes,
+) -> None:
+    headers = client_response_headers(response.headers, via)
+    ctx.status = response.status
+    if scope["method"] == "HEAD" or response.status in _NO_BODY_STATUS:
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    length = _response_length(response.headers)
+    if length is not None and length <= options.buffer_bytes:
+        try:
+            body = await response.read()
+        except UpstreamError as exc:
+            ctx.upstream_error = exc.kind
+            raise _as_gateway_error(exc) from None
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        return
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await _stream_until_disconnect(ctx, receive, send, response)
+
+
+async def _stream_until_disconnect(
+    ctx: RequestContext, receive: Any, send: Any, response: UpstreamResponse
+) -> None:
+    """Copy the upstream body to the client; stop reading upstream if the client goes away."""
+    copy = asyncio.ensure_future(_copy_body(send, response))
+    watch = asyncio.ensure_future(_wait_for_disconnect(receive))
+    try:
+        await asyncio.wait({copy, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+        if not copy.done():
+            copy.cancel()
+            ctx.status = 499  # client closed the connection, as nginx records it
+    if copy.done() and not copy.cancelled() and (exc := copy.exception()) is not None:
+        if isinstance(exc, UpstreamError):
+            ctx.upstream_error = exc.kind
+        raise exc  # the response has started: aborting the connection is the only honest signal
+
+
+async def _copy_body(send: Any, response: UpstreamResponse) -> None:
+    async for chunk in response.stream():
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _wait_for_disconnect(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _response_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    for name, value in headers:
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _target_path(scope: Scope) -> str:
+    raw = scope.get("raw_path") or scope["path"].encode("utf-8")
+    query = scope.get("query_string", b"")
+    target = raw.decode("latin-1")
+    return f"{target}?{query.decode('latin-1')}" if query else target
+
+
+def _client_info(scope: Scope, headers: list[tuple[bytes, bytes]]) -> ClientInfo:
+    host = next((value for name, value in headers if name == b"host"), b"")
+    peer = scope.get("client")
+    return ClientInfo(peer[0] if peer else "", scope.get("scheme", "http"), host)
+
+
+def _as_gateway_error(exc: UpstreamError) -> errors.GatewayError:
+    if exc.kind == "timeout":
+        return errors.upstream_timeout()
+    if exc.kind == "connect":
+        return errors.upstream_unavailable()
+    return errors.upstream_protocol_error()

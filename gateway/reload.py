@@ -1,0 +1,59 @@
+"""Config reload: on SIGHUP or when a watched file changes, load, validate, swap.
+
+A config that fails to load is logged and counted, and the last good one keeps serving.
+Files are polled rather than watched with inotify, because Kubernetes updates mounted
+ConfigMaps by swapping a symlink, which inotify watches on the files themselves miss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from gateway import observability
+from gateway.loader import ConfigError, fingerprint, load_config, policies_folder
+from gateway.runtime import Runtime
+
+log = logging.getLogger("aigw.reload")
+
+
+class Reloader:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._lock = asyncio.Lock()
+        self._seen = self._fingerprint()
+
+    def _fingerprint(self) -> bytes:
+        loaded = self.runtime.current.loaded
+        return fingerprint(loaded.sources, policies_folder(loaded))
+
+    async def reload(self, reason: str) -> bool:
+        """Try to swap in the config on disk; True when a new generation serves."""
+        async with self._lock:
+            path = self.runtime.current.loaded.path
+            try:
+                loaded = await asyncio.to_thread(load_config, path)
+            except ConfigError as exc:
+                observability.CONFIG_RELOADS.labels("failure").inc()
+                problems = [str(issue) for issue in exc.issues]
+                log.error("config reload rejected; the last good config keeps serving",
+                          extra={"fields": {"reason": reason, "errors": problems}})
+                return False
+            generation = self.runtime.swap(loaded)
+            self._seen = self._fingerprint()
+            observability.CONFIG_RELOADS.labels("success").inc()
+            log.info("config reloaded",
+                     extra={"fields": {"reason": reason, "generation": generation.number}})
+            return True
+
+    async def watch(self) -> None:
+        """Poll the config and policy files; reload when their content changes."""
+        while True:
+            await asyncio.sleep(self.runtime.current.settings.reload.interval)
+            if not self.runtime.current.settings.reload.watch:
+                continue
+            loaded = self.runtime.current.loaded
+            current = await asyncio.to_thread(fingerprint, loaded.sources, policies_folder(loaded))
+            if current != self._seen:
+                self._seen = current  # a broken file is reported once, not on every poll
+                await self.reload("file change")

@@ -1,0 +1,91 @@
+"""Serve the public and admin listeners in one event loop, with reload and graceful shutdown.
+
+SIGTERM or SIGINT: /readyz turns 503, the public listener stops accepting, in-flight requests
+finish (up to `shutdown.grace`), upstream clients close, then the admin listener stops.
+SIGHUP: reload the config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import uvicorn
+
+from gateway.admin import create_admin_app
+from gateway.app import GatewayApp
+from gateway.loader import LoadedConfig
+from gateway.reload import Reloader
+from gateway.runtime import Runtime
+
+log = logging.getLogger("aigw.server")
+
+
+class Server(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to `serve`, which owns several servers."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def listener(
+    app: Any, host: str, port: int, *, lifespan: str = "off", grace: float = 30.0
+) -> Server:
+    config = uvicorn.Config(
+        app, host=host, port=port, lifespan=lifespan, loop="none", http="httptools",
+        log_config=None, access_log=False, server_header=False, proxy_headers=False,
+        timeout_graceful_shutdown=int(grace), timeout_keep_alive=15,
+    )
+    return Server(config)
+
+
+async def serve(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None:
+    """Run the gateway until a stop signal; `companions` (the demo backend) stop after it."""
+    settings = loaded.settings
+    runtime = Runtime(loaded)
+    reloader = Reloader(runtime)
+    public = listener(GatewayApp(runtime), settings.listen.host, settings.listen.port,
+                      lifespan="on", grace=settings.shutdown.grace)
+    admin = listener(create_admin_app(runtime), settings.admin.host, settings.admin.port)
+
+    def stop() -> None:
+        if runtime.draining:
+            public.force_exit = True  # a second signal: stop waiting for in-flight requests
+        runtime.draining = True
+        public.should_exit = True
+
+    background: set[asyncio.Task[Any]] = set()
+
+    def reload() -> None:
+        task = asyncio.ensure_future(reloader.reload("SIGHUP"))
+        background.add(task)
+        task.add_done_callback(background.discard)
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    loop.add_signal_handler(signal.SIGHUP, reload)
+    others = [asyncio.ensure_future(s.serve()) for s in (admin, *companions)]
+    watcher = asyncio.ensure_future(reloader.watch())
+    try:
+        await public.serve()
+    finally:
+        watcher.cancel()
+        for server in (admin, *companions):
+            server.should_exit = True
+        await asyncio.gather(*others, return_exceptions=True)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+    log.info("stopped")
+
+
+def run(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None:
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(serve(loaded, companions))

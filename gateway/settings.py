@@ -1,0 +1,108 @@
+"""Typed configuration models. Loading and interpolation live in `loader.py`."""
+
+from __future__ import annotations
+
+from ipaddress import ip_network
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+Port = Annotated[int, Field(ge=0, le=65535)]
+Seconds = Annotated[float, Field(gt=0, le=3600)]
+
+
+def _network(value: str) -> str:
+    try:
+        return str(ip_network(value, strict=False))
+    except ValueError:
+        raise ValueError("expected an IP address or CIDR range") from None
+
+
+Network = Annotated[str, AfterValidator(_network)]
+Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Listener(Strict):
+    host: str = "127.0.0.1"
+    port: Port = 8080
+
+
+class AdminListener(Listener):
+    port: Port = 9090
+
+
+class Timeouts(Strict):
+    connect: Seconds = 5.0
+    read: Seconds = Field(30.0, description="Longest wait for response headers or a body chunk.")
+
+
+class Upstream(Strict):
+    url: str = Field(description="Base URL, http or https; request paths are appended to its path.")
+    transport: Literal["aiohttp", "httpx"] = Field(
+        "aiohttp", description="HTTP client behind the transport seam; bench/ picked the default."
+    )
+    timeout: Timeouts = Timeouts()
+    max_connections: Annotated[int, Field(ge=1, le=10000)] = 256
+    preserve_host: bool = Field(False, description="Send the client's Host instead of the URL's.")
+    health_path: str | None = Field(
+        None, description="Path probed by /readyz; without it readiness is a TCP connect."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("expected an absolute http:// or https:// URL")
+        if parts.query or parts.fragment:
+            raise ValueError("expected a URL without query or fragment")
+        return value.rstrip("/")
+
+
+class Proxy(Strict):
+    max_body_bytes: Annotated[int, Field(ge=0)] = 10 * 1024 * 1024
+    buffer_bytes: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = Field(
+        64 * 1024, description="Bodies up to this size are buffered; larger ones are streamed."
+    )
+    trusted_proxies: list[Network] = Field(
+        default_factory=list,
+        description="Addresses or CIDR ranges of proxies whose X-Forwarded-* headers are kept.",
+    )
+    via: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = "aigw"
+
+
+class Logging(Strict):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    access_log: bool = True
+
+
+class Reload(Strict):
+    watch: bool = Field(True, description="Poll the config and policy files for changes.")
+    interval: Seconds = 1.0
+
+
+class Shutdown(Strict):
+    grace: Seconds = Field(30.0, description="Longest wait for in-flight requests on shutdown.")
+
+
+class Settings(Strict):
+    version: Literal[1] = 1
+    listen: Listener = Listener()
+    admin: AdminListener = AdminListener()
+    public_base_url: str | None = None
+    policies: str | None = Field(
+        None, description="Folder of policy YAML files, relative to this config file."
+    )
+    upstreams: dict[Name, Upstream] = Field(min_length=1)
+    default_upstream: Name | None = Field(
+        None, description="Upstream for every path no surface serves; none means 404."
+    )
+    proxy: Proxy = Proxy()
+    logging: Logging = Logging()
+    reload: Reload = Reload()
+    shutdown: Shutdown = Shutdown()

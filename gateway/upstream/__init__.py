@@ -1,0 +1,18 @@
+"""Pooled upstream clients behind one small seam (`Transport`)."""
+
+from gateway.settings import Upstream
+from gateway.upstream.base import Body, RawHeaders, Transport, UpstreamError, UpstreamResponse
+
+__all__ = [
+    "Body", "RawHeaders", "Transport", "UpstreamError", "UpstreamResponse", "create_transport",
+]
+
+
+def create_transport(upstream: Upstream) -> Transport:
+    if upstream.transport == "httpx":
+        from gateway.upstream.httpx_transport import HttpxTransport
+
+        return HttpxTransport(upstream)
+    from gateway.upstream.aiohttp_transport import AiohttpTransport
+
+    return AiohttpTransport(upstream)

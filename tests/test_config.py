@@ -1,0 +1,163 @@
+"""Config loading: typed models, ${VAR} interpolation, errors that name file and path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import config_schema
+from gateway.loader import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write(tmp_path: Path, text: str, name: str = "gateway.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def issues_of(path: Path, env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, env=env or {})
+    return [str(issue) for issue in caught.value.issues]
+
+
+def aigw(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+
+
+def test_a_minimal_config_gets_documented_defaults(tmp_path: Path):
+    path = write(tmp_path, "upstreams:\n  legacy:\n    url: http://127.0.0.1:9000/\n")
+    settings = load_config(path, env={}).settings
+    assert settings.upstreams["legacy"].url == "http://127.0.0.1:9000"
+    assert settings.upstreams["legacy"].transport == "aiohttp"
+    assert settings.listen.port == 8080 and settings.admin.port == 9090
+    assert settings.proxy.max_body_bytes == 10 * 1024 * 1024
+
+
+def test_environment_variables_and_defaults_are_interpolated(tmp_path: Path):
+    path = write(tmp_path, """
+listen:
+  port: ${PORT}
+upstreams:
+  legacy:
+    url: ${LEGACY_URL:-http://127.0.0.1:9000}
+    timeout:
+      read: ${READ_TIMEOUT:-2.5}
+""")
+    settings = load_config(path, env={"PORT": "8181"}).settings
+    assert settings.listen.port == 8181
+    assert settings.upstreams["legacy"].url == "http://127.0.0.1:9000"
+    assert settings.upstreams["legacy"].timeout.read == 2.5
+
+
+def test_dollar_dollar_escapes_a_literal_dollar(tmp_path: Path):
+    path = write(tmp_path, "upstreams:\n  a:\n    url: http://h\n    health_path: /$${X}\n")
+    assert load_config(path, env={"X": "no"}).settings.upstreams["a"].health_path == "/${X}"
+
+
+def test_missing_variable_names_file_and_path(tmp_path: Path):
+    path = write(tmp_path, "upstreams:\n  legacy:\n    url: ${LEGACY_URL}\n")
+    assert issues_of(path) == [
+        f"{path}: upstreams.legacy.url: environment variable LEGACY_URL is not set "
+        "and has no default"
+    ]
+
+
+def test_every_error_is_reported_with_file_path_and_expectation(tmp_path: Path):
+    path = write(tmp_path, """
+listen:
+  port: 99999
+upstreams:
+  docs:
+    url: ftp://files.example.com
+    timeout:
+      read: soon
+  Bad-Name:
+    url: http://127.0.0.1:1
+proxy:
+  trusted_proxies: [10.0.0.0/8, not-an-ip]
+lisen: {}
+""")
+    problems = issues_of(path)
+    expected = [
+        "listen.port: Input should be less than or equal to 65535",
+        "upstreams.docs.url: expected an absolute http:// or https:// URL",
+        "upstreams.docs.timeout.read: Input should be a valid number",
+        "upstreams.Bad-Name: invalid name",
+        "proxy.trusted_proxies[1]: expected an IP address or CIDR range",
+        "lisen: unknown field",
+    ]
+    assert len(problems) == len(expected)
+    for fragment in expected:
+        assert any(p.startswith(f"{path}: {fragment}") for p in problems), (fragment, problems)
+
+
+def test_cross_field_errors_name_the_field(tmp_path: Path):
+    path = write(tmp_path, """
+upstreams:
+  legacy: {url: "http://127.0.0.1:1"}
+default_upstream: legasy
+admin: {port: 8080}
+""")
+    problems = issues_of(path)
+    assert f"{path}: default_upstream: expected one of the upstreams (legacy), got 'legasy'" \
+        in problems
+    assert any(p.startswith(f"{path}: admin.port: expected a port other than") for p in problems)
+
+
+def test_yaml_syntax_errors_give_line_and_column(tmp_path: Path):
+    path = write(tmp_path, "upstreams:\n  legacy: {url: http://x\n")
+    [problem] = issues_of(path)
+    assert problem.startswith(f"{path}: line ") and "invalid YAML" in problem
+
+
+def test_policy_files_are_loaded_and_their_errors_name_the_file(tmp_path: Path):
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "grants.yaml").write_text("rules: [a, b]\n")
+    (tmp_path / "policies" / "broken.yaml").write_text("- just\n- a list\n")
+    path = write(tmp_path, "policies: policies\nupstreams:\n  a: {url: 'http://h'}\n")
+    [problem] = issues_of(path)
+    assert problem == f"{tmp_path / 'policies' / 'broken.yaml'}: (top level): " \
+                      "expected a mapping at the top level"
+    (tmp_path / "policies" / "broken.yaml").unlink()
+    assert load_config(path, env={}).policies == {"grants": {"rules": ["a", "b"]}}
+
+
+def test_validate_command_lists_all_errors_and_exits_1(tmp_path: Path):
+    path = write(tmp_path, "upstreams:\n  a: {url: nope}\nextra: 1\n")
+    result = aigw("validate", str(path))
+    assert result.returncode == 1
+    assert f"{path}: upstreams.a.url:" in result.stderr
+    assert f"{path}: extra: unknown field" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_command_accepts_the_shipped_demo_config():
+    result = aigw("validate", "config/demo.yaml")
+    assert result.returncode == 0, result.stderr
+    assert "valid" in result.stdout
+
+
+def test_committed_json_schema_matches_the_models():
+    committed = json.loads((ROOT / "config" / "aigw.schema.json").read_text())
+    assert committed == config_schema(), "run `make schema` and commit config/aigw.schema.json"
+
+
+def test_schema_command_prints_the_json_schema_that_validates_the_demo_config():
+    import jsonschema
+    import yaml
+
+    schema = json.loads(aigw("schema").stdout)
+    demo = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
+    demo["listen"]["port"] = 8080  # the schema sees values after interpolation
+    demo["admin"]["port"] = 9090
+    jsonschema.Draft202012Validator(schema).validate(demo)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate({**demo, "unknown": True})
