@@ -1,0 +1,185 @@
+"""The request pipeline with a minimal surface, against the demo backend over real HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from processes import Process, free_port, wait_for_http
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway import errors
+from gateway.context import RequestContext
+from gateway.mapping import compile_mapping
+from gateway.model import ALLOW, Decision, Hit, Principal, Query, TokenKind, deny
+from gateway.pipeline import Pipeline, UpstreamCall
+from gateway.proxy import ProxyTarget
+from gateway.settings import Upstream
+from gateway.upstream import create_transport
+
+SEARCH_MAPPING = compile_mapping({
+    "items": "items", "id": "id", "text": "snippet", "score": "score",
+    "fields": {"title": "title", "url": "url"}, "metadata": {"updated_at": "updated_at"},
+})
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    process = Process([sys.executable, "-m", "gateway.demo.backend", "--port", str(port)],
+                      Path(tmp_path_factory.mktemp("backend")), "backend")
+    url = f"http://127.0.0.1:{port}"
+    wait_for_http(url + "/api/v1/health", process=process.popen)
+    yield url
+    process.stop()
+
+
+class KeywordSurface:
+    """A stand-in for a spec surface: ?q= in, {"results": [...]} out, {"fault": code} errors."""
+
+    name = "test-surface"
+
+    def __init__(self, target: ProxyTarget, trail: list[str]) -> None:
+        self.target = target
+        self.trail = trail
+
+    async def parse(self, request: Request, ctx: RequestContext) -> Query:
+        self.trail.append("validate")
+        text = request.query_params.get("q", "").strip()
+        if not text:
+            raise errors.GatewayError(400, "invalid_request", "q is required")
+        return Query(text=text, top_k=int(request.query_params.get("k", "3")))
+
+    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall:
+        self.trail.append("plan")
+        params = {"q": query.text, "limit": query.top_k}
+        return UpstreamCall(self.target, "GET", "/api/v1/articles/search", SEARCH_MAPPING, params)
+
+    def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
+        self.trail.append("render")
+        results = [{"id": h.id, "title": h.fields["title"], "score": h.score} for h in hits]
+        return JSONResponse({"results": results, "request_id": ctx.request_id})
+
+    def render_error(self, error: errors.GatewayError, ctx: RequestContext) -> Response:
+        return JSONResponse({"fault": error.code, "request_id": ctx.request_id},
+                            status_code=error.status)
+
+
+class RecordingStages:
+    def __init__(self, trail: list[str], limit: Decision = ALLOW) -> None:
+        self.trail = trail
+        self.limit = limit
+
+    async def authenticate(self, ctx: RequestContext, headers: list) -> Principal:
+        self.trail.append("authenticate")
+        return Principal(subject="alice", kind=TokenKind.CLIENT)
+
+    async def check(self, ctx: RequestContext) -> Decision:
+        self.trail.append("rate limit")
+        return self.limit
+
+    def before(self, ctx: RequestContext, query: Query) -> Query | Decision:
+        self.trail.append("policy pre")
+        if query.text == "forbidden":
+            return deny(403, "forbidden", "not for you")
+        return Query(text=query.text, top_k=min(query.top_k, 2))  # policy narrows top_k
+
+    def after(self, ctx: RequestContext, query: Query, hits: list[Hit]) -> list[Hit]:
+        self.trail.append("policy post")
+        assert ctx.principal.subject == "alice"
+        return [hit for hit in hits if "Internal" not in hit.fields["title"]]
+
+
+@contextlib.asynccontextmanager
+async def client_for(
+    url: str, trail: list[str], limit: Decision = ALLOW
+) -> AsyncIterator[httpx.AsyncClient]:
+    transport = create_transport(Upstream(url=url, timeout={"connect": 1, "read": 2}))
+    target = ProxyTarget("demo", url, url.removeprefix("http://").encode(), False, transport)
+    stages = RecordingStages(trail, limit)
+    pipeline = Pipeline(authenticator=stages, limiter=stages, policy=stages)
+    surface = KeywordSurface(target, trail)
+
+    async def endpoint(request: Request) -> Response:
+        return await pipeline.retrieve(surface, request, RequestContext("rid-1", "GET", "/", ""))
+
+    app = Starlette(routes=[Route("/search", endpoint)])
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://gw") as client:
+            yield client
+    finally:
+        await transport.aclose()
+
+
+@pytest.fixture
+def trail() -> list[str]:
+    return []
+
+
+async def test_stages_run_in_the_designed_order_and_map_upstream_json(backend, trail):
+    async with client_for(backend, trail) as client:
+        response = await client.get("/search", params={"q": "refund", "k": 10})
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert len(results) == 2  # narrowed by policy before the upstream was asked
+    assert all(r["id"].startswith("art-") and r["score"] > 0 for r in results)
+    assert any("refund" in r["title"].lower() for r in results)
+    assert trail == ["authenticate", "rate limit", "validate", "policy pre", "plan",
+                     "policy post", "render"]
+
+
+async def test_a_rate_limit_denial_stops_before_validation(backend, trail):
+    limited = deny(429, "rate_limited", "slow down", (("retry-after", "7"),))
+    async with client_for(backend, trail, limited) as client:
+        response = await client.get("/search", params={"q": "refund"})
+    assert response.status_code == 429
+    assert response.json() == {"fault": "rate_limited", "request_id": "rid-1"}
+    assert trail == ["authenticate", "rate limit"]
+
+
+async def test_a_policy_denial_never_reaches_the_upstream(backend, trail):
+    async with client_for(backend, trail) as client:
+        response = await client.get("/search", params={"q": "forbidden"})
+    assert response.status_code == 403 and response.json()["fault"] == "forbidden"
+    assert "plan" not in trail
+
+
+async def test_bad_input_is_answered_in_the_surface_dialect(backend, trail):
+    async with client_for(backend, trail) as client:
+        response = await client.get("/search")
+    assert response.status_code == 400 and response.json()["fault"] == "invalid_request"
+
+
+async def test_upstream_failure_becomes_a_dialect_error_without_upstream_detail(trail):
+    async with client_for(f"http://127.0.0.1:{free_port()}", trail) as client:
+        response = await client.get("/search", params={"q": "refund"})
+    assert response.status_code == 502
+    assert response.json() == {"fault": "upstream_unavailable", "request_id": "rid-1"}
+
+
+def test_mapping_errors_name_the_path():
+    where = "collections.docs.mapping"
+    with pytest.raises(ValueError, match=rf"{where}.fields.title: invalid JMESPath"):
+        compile_mapping({"id": "id", "fields": {"title": "items[?"}}, where)
+    with pytest.raises(ValueError, match=r"m.id: expected a JMESPath expression"):
+        compile_mapping({"items": "items"}, "m")
+
+
+def test_mapping_turns_upstream_items_into_hits_and_skips_items_without_id():
+    mapping = compile_mapping({"items": "data.rows", "id": "key", "vector": "emb",
+                               "metadata": {"updated_at": "meta.updated"}})
+    hits = mapping.hits({"data": {"rows": [
+        {"key": 7, "emb": [0.1, 0.2], "meta": {"updated": "2024-01-01T00:00:00Z"}},
+        {"no_key": True},
+    ]}})
+    assert [(h.id, h.vector, h.metadata) for h in hits] == [
+        ("7", [0.1, 0.2], {"updated_at": "2024-01-01T00:00:00Z"})
+    ]
