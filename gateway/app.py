@@ -60,12 +60,21 @@ class GatewayApp:
     async def _handle(
         self, generation: Generation, ctx: RequestContext, scope: Scope, receive: Any, send: Any
     ) -> None:
+        endpoint = generation.endpoints.get(scope["path"])
+        if endpoint is not None:
+            ctx.surface = endpoint.surface
+            await endpoint(scope, receive, send)
+            return
         target = generation.default_target
         if target is None:
             raise errors.no_route()
-        await generation.pipeline.admit(ctx, scope["headers"])
+        await generation.pipeline.admit(ctx, scope)
         trusted = is_trusted(ctx.client, generation.trusted_networks)
-        await forward(ctx, scope, receive, send, target, generation.proxy_options, trusted=trusted)
+        await forward(
+            ctx, scope, receive, send, target, generation.proxy_options, trusted=trusted,
+            drop_headers=generation.identity.drop,
+            identity=generation.identity.headers(ctx.principal),
+        )
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:

@@ -1,4 +1,4 @@
-"""`aigw` command line: run, demo, validate, schema."""
+"""`aigw` command line: run, demo, validate, schema, token."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from gateway.demo.token_command import add_token_parser
 from gateway.loader import ConfigError, LoadedConfig, load_config
 from gateway.settings import Settings
 
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--config", "-c", default="config/demo.yaml")
     demo.add_argument("--backend-port", type=int, default=8081)
     demo.set_defaults(handler=cmd_demo)
+    add_token_parser(commands)
     return parser
 
 

@@ -64,9 +64,15 @@ def upstream_request_headers(
     via: bytes,
     request_id: bytes,
     host: bytes,
+    drop_also: frozenset[bytes] = frozenset(),
+    add: RawHeaders | None = None,
 ) -> RawHeaders:
-    """Headers to send upstream: cleaned, with Via, X-Forwarded-* and the request id."""
-    drop = HOP_BY_HOP | connection_options(headers) | _REQUEST_OWNED
+    """Headers to send upstream: cleaned, with Via, X-Forwarded-* and the request id.
+
+    `drop_also` names more fields to remove (credentials, identity headers); `add` is appended
+    after the cleaning, so it can never be overridden by the client.
+    """
+    drop = HOP_BY_HOP | connection_options(headers) | _REQUEST_OWNED | drop_also
     if not trusted:
         drop |= _FORWARDED
     out: RawHeaders = [(b"host", host)]
@@ -84,6 +90,8 @@ def upstream_request_headers(
     out.extend(_forwarded_fields(incoming, client))
     out.append((b"via", _join(incoming.get(b"via"), via)))
     out.append((b"x-request-id", request_id))
+    if add:
+        out.extend(add)
     return out
 
 

@@ -163,6 +163,10 @@ def _cross_checks(settings: Settings, file: str) -> list[ConfigIssue]:
         issues.append(ConfigIssue(file, "default_upstream",
                                   f"expected one of the upstreams ({known}), "
                                   f"got {settings.default_upstream!r}"))
+    if settings.auth is not None and not (settings.auth.resource or settings.public_base_url):
+        issues.append(ConfigIssue(file, "auth.resource",
+                                  "expected a resource URL (or a top-level public_base_url): "
+                                  "the RFC 9728 metadata and WWW-Authenticate need it"))
     same_port = settings.listen.port == settings.admin.port != 0
     if same_port and settings.listen.host == settings.admin.host:
         issues.append(ConfigIssue(file, "admin.port",

@@ -34,13 +34,24 @@ class Hit:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamGrant:
+    """Readable fields of one stream or collection (None: all) and an optional time window."""
+
+    fields: frozenset[str] | None = None
+    time_field: str | None = None
+    since: str | None = None  # inclusive, ISO 8601
+    until: str | None = None  # exclusive, ISO 8601
+
+
+@dataclass(frozen=True, slots=True)
 class Grant:
-    """Streams or collections a principal may read, each with its readable fields (None: all)."""
+    """What a principal may read: streams or collections by name."""
 
-    streams: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    streams: dict[str, StreamGrant] = field(default_factory=dict)
+    grant_id: str | None = None
 
-    def fields_for(self, stream: str) -> frozenset[str] | None:
-        return self.streams.get(stream)
+    def for_stream(self, name: str) -> StreamGrant | None:
+        return self.streams.get(name)
 
 
 class TokenKind(StrEnum):

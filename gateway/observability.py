@@ -37,6 +37,17 @@ CONFIG_RELOADS = Counter(
     "aigw_config_reloads_total", "Config reload attempts by result (success, failure).", ["result"],
 )
 CONFIG_GENERATION = Gauge("aigw_config_generation", "Number of the config generation serving.")
+JWKS_FETCHES = Counter(
+    "aigw_jwks_fetches_total", "JWKS fetches by issuer and result (success, failure).",
+    ["issuer", "result"],
+)
+INTROSPECTIONS = Counter(
+    "aigw_introspections_total", "Token introspection calls by result (active, inactive, error).",
+    ["result"],
+)
+AUTH_FAILURES = Counter(
+    "aigw_auth_failures_total", "Requests refused by authentication or scope, by code.", ["code"],
+)
 IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.")
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

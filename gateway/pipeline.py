@@ -31,8 +31,10 @@ RawHeaders = list[tuple[bytes, bytes]]
 
 
 class Authenticator(Protocol):
-    async def authenticate(self, ctx: RequestContext, headers: RawHeaders) -> Principal | Decision:
+    async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal | Decision:
         """The caller's principal, or a denial."""
+
+    async def aclose(self) -> None: ...
 
 
 class RateLimiter(Protocol):
@@ -48,8 +50,13 @@ class Policy(Protocol):
 
 
 class AnonymousAuthenticator:
-    async def authenticate(self, ctx: RequestContext, headers: RawHeaders) -> Principal:
+    """No `auth` section: nobody is authenticated, and nobody is refused for it."""
+
+    async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal:
         return ANONYMOUS
+
+    async def aclose(self) -> None:
+        pass
 
 
 class Unlimited:
@@ -110,12 +117,19 @@ class Pipeline:
         self.policy = policy or OpenPolicy()
 
     @classmethod
-    def from_config(cls, loaded: LoadedConfig) -> Pipeline:
-        return cls()
+    def from_config(cls, loaded: LoadedConfig, public_paths: frozenset[str]) -> Pipeline:
+        auth = loaded.settings.auth
+        if auth is None:
+            return cls()
+        from gateway.auth.authenticator import Authenticator as BearerAuthenticator
+        from gateway.auth.metadata import metadata_url, resource_identifier
 
-    async def admit(self, ctx: RequestContext, headers: RawHeaders) -> None:
+        resource = resource_identifier(auth, loaded.settings.public_base_url)
+        return cls(BearerAuthenticator(auth, metadata_url(resource), public_paths))
+
+    async def admit(self, ctx: RequestContext, scope: dict) -> None:
         """Authenticate, then rate-limit; raise `GatewayError` when either refuses."""
-        outcome = await self.authenticator.authenticate(ctx, headers)
+        outcome = await self.authenticator.authenticate(ctx, scope)
         if isinstance(outcome, Decision):
             raise denial(outcome)
         ctx.principal = outcome
@@ -129,7 +143,7 @@ class Pipeline:
         """Run every stage after routing for one retrieval request."""
         ctx.surface = surface.name
         try:
-            await self.admit(ctx, request.scope["headers"])
+            await self.admit(ctx, request.scope)
             query = await surface.parse(request, ctx)
             narrowed = self.policy.before(ctx, query)
             if isinstance(narrowed, Decision):
@@ -141,6 +155,9 @@ class Pipeline:
         except errors.GatewayError as error:
             ctx.error_code = error.code
             return surface.render_error(error, ctx)
+
+    async def aclose(self) -> None:
+        await self.authenticator.aclose()
 
 
 async def call_upstream_json(call: UpstreamCall, ctx: RequestContext) -> Any:

@@ -32,6 +32,11 @@ class ProxyTarget:
     host: bytes  # Host header sent when the client's is not preserved
     preserve_host: bool
     transport: Transport
+    add_headers: tuple[tuple[bytes, bytes], ...] = ()
+
+    @property
+    def add_names(self) -> frozenset[bytes]:
+        return frozenset(name for name, _ in self.add_headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,7 @@ class BodyStream:
 async def forward(
     ctx: RequestContext, scope: Scope, receive: Any, send: Any,
     target: ProxyTarget, options: ProxyOptions, *, trusted: bool,
+    drop_headers: frozenset[bytes] = frozenset(), identity: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     """Proxy one request; raise `GatewayError` for anything answered before the response starts."""
     ctx.upstream = target.name
@@ -83,6 +89,7 @@ async def forward(
     outgoing = upstream_request_headers(
         headers, client, trusted=trusted, via=via, request_id=ctx.request_id.encode(),
         host=client.host if target.preserve_host and client.host else target.host,
+        drop_also=drop_headers | target.add_names, add=[*target.add_headers, *(identity or ())],
     )
     started = time.perf_counter()
     try:

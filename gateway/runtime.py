@@ -12,6 +12,8 @@ import logging
 from urllib.parse import urlsplit
 
 from gateway import observability
+from gateway.auth.forwarding import IdentityForwarding
+from gateway.discovery import build_endpoints
 from gateway.headers import parse_networks
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
@@ -39,7 +41,9 @@ class Generation:
             settings.proxy.max_body_bytes, settings.proxy.buffer_bytes, settings.proxy.via
         )
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
-        self.pipeline = Pipeline.from_config(loaded)
+        self.endpoints = build_endpoints(settings)
+        self.identity = IdentityForwarding(settings.auth)
+        self.pipeline = Pipeline.from_config(loaded, frozenset(self.endpoints))
         self.active = 0
         self.retired = False
         self._drained = asyncio.Event()
@@ -86,6 +90,7 @@ class Runtime:
 
     async def _retire(self, old: Generation, new: Generation) -> None:
         await old.drained()
+        await old.pipeline.aclose()
         kept = {id(transport) for transport in new.transports.values()}
         for transport in old.transports.values():
             if id(transport) not in kept:
@@ -96,13 +101,16 @@ class Runtime:
         """Close every upstream client once in-flight requests are done."""
         if self._retiring:
             await asyncio.gather(*self._retiring, return_exceptions=True)
+        await self.current.pipeline.aclose()
         for transport in self.current.transports.values():
             await transport.aclose()
 
 
 def _target(name: str, upstream: Upstream, transport: Transport) -> ProxyTarget:
+    extra = tuple((k.lower().encode("latin-1"), v.encode("latin-1"))
+                  for k, v in upstream.add_headers.items())
     return ProxyTarget(name, upstream.url, _host_field(upstream.url), upstream.preserve_host,
-                       transport)
+                       transport, extra)
 
 
 def _host_field(url: str) -> bytes:

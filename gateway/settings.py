@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from gateway.auth.config import Auth, Demo, HeaderName
+
 Port = Annotated[int, Field(ge=0, le=65535)]
 Seconds = Annotated[float, Field(gt=0, le=3600)]
 
@@ -49,6 +51,9 @@ class Upstream(Strict):
     timeout: Timeouts = Timeouts()
     max_connections: Annotated[int, Field(ge=1, le=10000)] = 256
     preserve_host: bool = Field(False, description="Send the client's Host instead of the URL's.")
+    add_headers: dict[HeaderName, str] = Field(
+        {}, description="Sent on every upstream request, e.g. the gateway's own credentials."
+    )
     health_path: str | None = Field(
         None, description="Path probed by /readyz; without it readiness is a TCP connect."
     )
@@ -106,3 +111,5 @@ class Settings(Strict):
     logging: Logging = Logging()
     reload: Reload = Reload()
     shutdown: Shutdown = Shutdown()
+    auth: Auth | None = Field(None, description="Without it, callers are not authenticated.")
+    demo: Demo | None = None

@@ -1,42 +1,65 @@
-"""`aigw demo`: the help-centre backend and the gateway in front of it, in one process."""
+"""`aigw demo`: the help-centre backend, the demo token issuer and the gateway, in one process."""
 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 from gateway.cli import load_or_exit
 from gateway.demo.backend import create_app
+from gateway.demo.issuer import create_issuer_app
+from gateway.demo.keys import load_or_create_key
 from gateway.observability import configure_logging
 from gateway.server import listener, run
 
+# Each command ends with the status it answers with, so it can be checked as printed.
 _BANNER = """\
 aigw demo
   gateway   {public}
   admin     {admin}   (/metrics, /healthz, /readyz)
   backend   {backend}   (the "legacy" help-centre API)
+  issuer    {issuer}   (demo OAuth token issuer)
 
-Try (the gateway passes every path it does not serve itself to the backend):
-  curl -s '{public}/api/v1/articles/search?q=refund&limit=3'
-  curl -s '{public}/api/v1/articles/art-0001'
-  curl -s -X POST '{public}/api/v1/tasks/classify' -H 'content-type: application/json' \\
-       -d '{{"text": "I was charged twice this month"}}'
-  curl -s '{admin}/readyz'
+The gateway passes every path it does not serve itself to the backend, once auth admits it.
+Try:
+  curl -s '{public}/api/v1/articles/search?q=refund&limit=3'   # 401: no token
+  curl -s -H "Authorization: Bearer $({aigw} token --config {config} --scope articles:read)" \\
+       '{public}/api/v1/articles/search?q=refund&limit=3'   # 200
+  curl -s -H "Authorization: Bearer $({aigw} token --config {config} --scope articles:read)" \\
+       '{public}/api/v1/users/u-001/messages?limit=2'   # 403: needs messages:read
+  curl -s -u demo-agent:demo-agent-secret -d grant_type=client_credentials '{issuer}/token'   # 200
+  curl -s -H 'X-API-Key: demo-legacy-key' '{public}/api/v1/articles/art-0001'   # 200
+  curl -s '{public}/.well-known/oauth-protected-resource'   # 200
+  curl -s '{admin}/readyz'   # 200
 
-Ctrl-C stops both.
+Ctrl-C stops everything.
 """
 
 
 def run_demo(config_path: str, backend_port: int) -> int:
-    backend_url = f"http://127.0.0.1:{backend_port}"
-    os.environ.setdefault("AIGW_DEMO_BACKEND", backend_url)
+    os.environ.setdefault("AIGW_DEMO_BACKEND", f"http://127.0.0.1:{backend_port}")
     loaded = load_or_exit(config_path)
     settings = loaded.settings
     configure_logging(settings.logging.level)
-    backend = listener(create_app(), "127.0.0.1", backend_port)
+    companions = [listener(create_app(), "127.0.0.1", backend_port)]
+    issuer_url = "(none configured)"
+    if settings.demo is not None and settings.demo.issuer is not None:
+        issuer = settings.demo.issuer
+        key = load_or_create_key(loaded.path.parent / issuer.key_file)
+        companions.append(listener(create_issuer_app(issuer, key), "127.0.0.1", issuer.port))
+        issuer_url = issuer.url
     print(_BANNER.format(
         public=f"http://{settings.listen.host}:{settings.listen.port}",
         admin=f"http://{settings.admin.host}:{settings.admin.port}",
-        backend=os.environ["AIGW_DEMO_BACKEND"],
+        backend=os.environ["AIGW_DEMO_BACKEND"], issuer=issuer_url,
+        aigw=_aigw_command(), config=Path(config_path).resolve(),
     ), flush=True)
-    run(loaded, companions=[backend])
+    run(loaded, companions=companions)
     return 0
+
+
+def _aigw_command() -> str:
+    """The aigw next to this Python, so the printed commands work without activating the venv."""
+    beside = Path(sys.executable).parent / "aigw"
+    return str(beside) if beside.exists() else "aigw"

@@ -1,0 +1,118 @@
+"""The authenticate stage: credential -> verified Principal -> scope check, or a denial that
+carries the RFC 6750 challenge pointing at the RFC 9728 metadata."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from gateway.auth.apikeys import ApiKeyStore
+from gateway.auth.cache import TtlCache
+from gateway.auth.config import Auth
+from gateway.auth.credentials import BadCredentials, Credential, OversizedToken, extract
+from gateway.auth.grants import GrantError
+from gateway.auth.introspection import IntrospectionUnavailable, Introspector
+from gateway.auth.jwt_verifier import InvalidToken, JwtVerifier, NotOurs
+from gateway.auth.principals import ClaimsError, principal_from_claims
+from gateway.auth.routes import RouteTable
+from gateway.context import RequestContext
+from gateway.model import ANONYMOUS, Decision, Principal, deny
+from gateway.observability import AUTH_FAILURES
+
+
+class Authenticator:
+    def __init__(self, auth: Auth, metadata_url: str, public_paths: frozenset[str]) -> None:
+        self.auth = auth
+        self.routes = RouteTable(auth, public_paths)
+        self._metadata_url = metadata_url
+        self._http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
+        self._jwt = JwtVerifier(auth.issuers, self._http) if auth.issuers else None
+        self._introspector = Introspector(auth.introspection) if auth.introspection else None
+        self.api_keys = ApiKeyStore(auth.api_keys) if auth.api_keys else None
+        self._verified: TtlCache[Principal] = TtlCache(auth.verified_cache_size)
+
+    async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal | Decision:
+        access = self.routes.access(ctx.path, ctx.method)
+        try:
+            credential = extract(scope, self.auth, self.api_keys.header if self.api_keys else None)
+            if credential is None:
+                return ANONYMOUS if access.public else self._refuse(401, "missing_credentials")
+            principal = await self._resolve(credential)
+        except BadCredentials as exc:
+            return self._refuse(401, "invalid_request", str(exc))
+        except OversizedToken:
+            return self._refuse(401, "invalid_token", "The token is too large.")
+        except (InvalidToken, ClaimsError, GrantError) as exc:
+            return self._refuse(401, "invalid_token", str(exc))
+        except IntrospectionUnavailable:
+            return self._refuse(503, "auth_unavailable",
+                                "The token could not be checked right now; retry later.")
+        if not access.public and not access.scopes <= principal.scopes:
+            return self._refuse(403, "insufficient_scope",
+                                "The token lacks a scope this route requires.",
+                                scope=" ".join(sorted(access.scopes)))
+        return principal
+
+    async def _resolve(self, credential: Credential) -> Principal:
+        if credential.kind == "api_key":
+            principal = self.api_keys.principal(credential.value) if self.api_keys else None
+            if principal is None:
+                raise InvalidToken("The API key is not recognised.")
+            return principal
+        found, principal = self._verified.get(credential.value)
+        if found and principal is not None:
+            return principal
+        if self._jwt is not None:
+            try:
+                issuer, claims = await self._jwt.verify(credential.value)
+            except NotOurs:
+                pass
+            else:
+                principal = self._principal(claims, issuer.token_kind_claim,
+                                            issuer.default_token_kind, issuer.grant_claim)
+                self._verified.put(credential.value, principal, claims["exp"] - time.time())
+                return principal
+        if self._introspector is not None:
+            return await self._introspect(credential.value)
+        raise InvalidToken("The token is not recognised.")
+
+    async def _introspect(self, token: str) -> Principal:
+        assert self._introspector is not None
+        answer = await self._introspector.introspect(token)
+        if answer is None:
+            raise InvalidToken("The token is not active.")
+        settings = self._introspector.settings
+        return self._principal(answer, settings.token_kind_field, settings.default_token_kind,
+                               None)
+
+    def _principal(self, claims: dict, kind_claim: str | None, default_kind: str,
+                   grant_claim: str | None) -> Principal:
+        return principal_from_claims(
+            claims, kind_claim=kind_claim, default_kind=default_kind, grant_claim=grant_claim,
+            detail_types=self.auth.authorization_details_types,
+            scope_grants=self.auth.scope_grants,
+        )
+
+    def _refuse(self, status: int, code: str, description: str | None = None,
+                scope: str | None = None) -> Decision:
+        AUTH_FAILURES.labels(code).inc()
+        headers = (("www-authenticate", self._challenge(code, description, scope)),) \
+            if status in (401, 403) else ()
+        return deny(status, code, description or "Authentication is required.", headers)
+
+    def _challenge(self, code: str, description: str | None, scope: str | None) -> str:
+        params = [f'realm="{self.auth.realm}"']
+        if code in ("invalid_request", "invalid_token", "insufficient_scope"):
+            params.append(f'error="{code}"')
+        if description and code != "missing_credentials":
+            params.append(f'error_description="{description}"')
+        if scope:
+            params.append(f'scope="{scope}"')
+        params.append(f'resource_metadata="{self._metadata_url}"')
+        return "Bearer " + ", ".join(params)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+        if self._introspector is not None:
+            await self._introspector.aclose()

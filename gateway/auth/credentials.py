@@ -1,0 +1,78 @@
+"""Find the one credential a request carries (RFC 6750 §2): header, or query when allowed."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+from gateway.auth.config import Auth
+
+RawHeaders = list[tuple[bytes, bytes]]
+_TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
+class BadCredentials(Exception):
+    """The request's credentials are malformed or ambiguous (RFC 6750 `invalid_request`)."""
+
+
+class OversizedToken(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    kind: str  # "bearer" or "api_key"
+    value: str
+
+
+def extract(scope: dict, auth: Auth, api_key_header: bytes | None) -> Credential | None:
+    """The request's credential, None when it has none; raises on ambiguity or bad syntax."""
+    headers: RawHeaders = scope["headers"]
+    authorizations = [value for name, value in headers if name == b"authorization"]
+    api_keys = [value for name, value in headers if name == api_key_header] \
+        if api_key_header else []
+    query_tokens = _query_tokens(scope.get("query_string", b""))
+    found: list[Credential] = []
+    if len(authorizations) > 1 or len(api_keys) > 1 or len(query_tokens) > 1:
+        raise BadCredentials("The request carries more than one credential of a kind.")
+    if authorizations:
+        bearer = _bearer(authorizations[0], auth.max_token_bytes)
+        if bearer is not None:
+            found.append(Credential("bearer", bearer))
+    if query_tokens:
+        if not auth.allow_query_token:
+            raise BadCredentials("Access tokens are not accepted in the query string.")
+        found.append(Credential("bearer", _checked(query_tokens[0], auth.max_token_bytes)))
+    if api_keys:
+        found.append(Credential("api_key", _checked(api_keys[0].decode("latin-1"),
+                                                    auth.max_token_bytes)))
+    if len(found) > 1:
+        raise BadCredentials("The request carries more than one credential.")
+    return found[0] if found else None
+
+
+def _bearer(value: bytes, limit: int) -> str | None:
+    if len(value) > limit + 7:
+        raise OversizedToken()
+    scheme, _, token = value.decode("latin-1").strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None  # another scheme is not ours to judge: the request is simply unauthenticated
+    token = token.strip()
+    if not _TOKEN68.fullmatch(token):
+        raise BadCredentials("The Authorization header is not a valid Bearer credential.")
+    return token
+
+
+def _checked(token: str, limit: int) -> str:
+    if len(token) > limit:
+        raise OversizedToken()
+    if not token:
+        raise BadCredentials("The credential is empty.")
+    return token
+
+
+def _query_tokens(query: bytes) -> list[str]:
+    if b"access_token" not in query:
+        return []
+    return parse_qs(query.decode("latin-1"), keep_blank_values=True).get("access_token", [])

@@ -1,0 +1,41 @@
+"""What the upstream learns about the caller: identity headers set by the gateway only.
+
+Incoming copies of the identity headers are always removed, so a client cannot spoof them,
+and the client's own credential stays at the gateway unless `forward_token` says otherwise.
+"""
+
+from __future__ import annotations
+
+from gateway.auth.config import Auth, IdentityHeaders
+from gateway.model import Principal
+
+RawHeaders = list[tuple[bytes, bytes]]
+
+
+class IdentityForwarding:
+    def __init__(self, auth: Auth | None) -> None:
+        names = auth.identity_headers if auth is not None else IdentityHeaders()
+        self._names = {field: _encoded(value) for field, value in names.model_dump().items()}
+        drop = {name for name in self._names.values() if name is not None}
+        if auth is not None and not auth.forward_token:
+            drop.add(b"authorization")
+            if auth.api_keys is not None:
+                drop.add(auth.api_keys.header.lower().encode("latin-1"))
+        self.drop = frozenset(drop)
+
+    def headers(self, principal: Principal) -> RawHeaders:
+        if principal.is_anonymous:
+            return []
+        values = {
+            "subject": principal.subject,
+            "client_id": principal.client_id,
+            "scopes": " ".join(sorted(principal.scopes)) or None,
+            "token_kind": principal.kind.value,
+        }
+        return [(name, values[field].encode("latin-1", "replace"))
+                for field, name in self._names.items()
+                if name is not None and values.get(field) is not None]
+
+
+def _encoded(name: str | None) -> bytes | None:
+    return name.lower().encode("latin-1") if name is not None else None

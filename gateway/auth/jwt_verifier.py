@@ -1,0 +1,68 @@
+"""Bearer JWT verification with pyjwt against configured issuers' JWKS."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import jwt
+
+from gateway.auth.config import Issuer
+from gateway.auth.jwks import JwksCache
+
+# Which key types may verify which algorithm families: an RSA public key never verifies an
+# HMAC or EC signature, whatever the token header claims.
+_KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
+
+
+class InvalidToken(Exception):
+    """The token failed verification; the message is safe to show the caller."""
+
+
+class NotOurs(Exception):
+    """Not a JWT of a configured issuer: another verifier (introspection) may know it."""
+
+
+class JwtVerifier:
+    def __init__(self, issuers: list[Issuer], http: httpx.AsyncClient) -> None:
+        self._issuers = {issuer.issuer: (issuer, JwksCache(issuer, http)) for issuer in issuers}
+
+    async def verify(self, token: str) -> tuple[Issuer, dict[str, Any]]:
+        """Verified claims; `NotOurs` when the token is no JWT of a configured issuer."""
+        if token.count(".") != 2:
+            raise NotOurs()
+        try:
+            header = jwt.get_unverified_header(token)
+            unverified = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            raise InvalidToken("The token is malformed.") from None
+        entry = self._issuers.get(unverified.get("iss"))
+        if entry is None:
+            raise NotOurs()
+        issuer, jwks = entry
+        algorithm = header.get("alg")
+        if algorithm not in issuer.algorithms:
+            raise InvalidToken("The token's signing algorithm is not accepted.")
+        key = await jwks.key(header.get("kid"))
+        if key is None:
+            raise InvalidToken("The token's signing key is unknown.")
+        if key.key_type != _KEY_TYPES.get(algorithm[:2]):
+            raise InvalidToken("The token's signing algorithm does not match its key.")
+        return issuer, _decode(token, key, algorithm, issuer)
+
+
+def _decode(token: str, key: jwt.PyJWK, algorithm: str, issuer: Issuer) -> dict[str, Any]:
+    try:
+        return jwt.decode(
+            token, key.key, algorithms=[algorithm], audience=issuer.audiences,
+            issuer=issuer.issuer, leeway=issuer.clock_skew,
+            options={"require": ["exp", "iss", "aud"], "verify_iat": True},
+        )
+    except jwt.ExpiredSignatureError:
+        raise InvalidToken("The token has expired.") from None
+    except jwt.ImmatureSignatureError:
+        raise InvalidToken("The token is not valid yet.") from None
+    except jwt.InvalidAudienceError:
+        raise InvalidToken("The token is not meant for this resource.") from None
+    except jwt.PyJWTError:
+        raise InvalidToken("The token could not be verified.") from None

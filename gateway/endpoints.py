@@ -1,0 +1,50 @@
+"""Documents the gateway serves itself (discovery and metadata), rendered once per config.
+
+Each is public, cacheable and answers `If-None-Match` with 304.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+Scope = dict[str, Any]
+
+
+class StaticDocument:
+    """An ASGI endpoint for one pre-rendered JSON document."""
+
+    def __init__(self, surface: str, document: Any, *, max_age: int = 3600,
+                 content_type: str = "application/json") -> None:
+        self.surface = surface
+        self.body = orjson.dumps(document)
+        self.etag = b'"' + hashlib.sha256(self.body).hexdigest()[:32].encode() + b'"'
+        self._headers = [
+            (b"content-type", content_type.encode()),
+            (b"cache-control", f"public, max-age={max_age}".encode()),
+            (b"etag", self.etag),
+        ]
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            await _send(send, 405, [(b"allow", b"GET, HEAD"), (b"content-length", b"0")], b"")
+            return
+        if self._matches(scope["headers"]):
+            await _send(send, 304, self._headers, b"")
+            return
+        headers = [*self._headers, (b"content-length", str(len(self.body)).encode())]
+        await _send(send, 200, headers, b"" if scope["method"] == "HEAD" else self.body)
+
+    def _matches(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        for name, value in headers:
+            if name == b"if-none-match":
+                tags = [tag.strip().removeprefix(b"W/") for tag in value.split(b",")]
+                return self.etag in tags or b"*" in tags
+        return False
+
+
+async def _send(send: Any, status: int, headers: list, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
