@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint demo bench bench-deps schema clean
+.PHONY: install test lint demo bench bench-routes bench-deps redis schema clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -17,8 +17,16 @@ install: $(INSTALLED)
 lint: install
 	$(BIN)/ruff check .
 
-test: install lint
+test: install lint redis
 	$(BIN)/python -m pytest
+
+# The tests use the Redis at 127.0.0.1:6379 (started here when none answers) and start private
+# redis-server processes of their own on spare ports.
+redis:
+	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null || \
+	  { apt-get update && apt-get install -y redis-server; }
+	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || \
+	  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
 
 demo: install
 	$(BIN)/aigw demo --config config/demo.yaml
@@ -33,6 +41,9 @@ bench-deps:
 
 bench: install bench-deps
 	$(BIN)/python bench/run.py
+
+bench-routes: install bench-deps redis
+	$(BIN)/python bench/routes.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -22,11 +22,13 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from email.message import Message
 from functools import partial
 from pathlib import Path
 from types import FrameType
+from typing import TypeVar
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
@@ -81,28 +83,43 @@ class Options:
 # --------------------------------------------------------------------------- arguments
 
 
-def parse_args(argv: list[str] | None = None) -> Options:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def bench_parser(description: str) -> argparse.ArgumentParser:
+    """A parser with the load options (--duration, --connections) every harness shares."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--duration", type=int, default=8, help="seconds per measurement")
     parser.add_argument("--connections", type=int, default=32, help="wrk connections")
+    return parser
+
+
+def add_placement_args(parser: argparse.ArgumentParser) -> None:
+    """--quick, the two cores and the aigw executable."""
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SECONDS} s measurements")
+    parser.add_argument("--load-core", type=int, default=0, help="core for upstream and wrk")
+    parser.add_argument("--proxy-core", type=int, default=1, help="core for the proxy")
+    parser.add_argument("--aigw", help="aigw executable (default: .venv/bin/aigw, else PATH)")
+
+
+def options_from(args: argparse.Namespace, transports: list[str]) -> Options:
+    return Options(
+        duration=QUICK_SECONDS if args.quick else args.duration,
+        connections=args.connections,
+        transports=transports,
+        load_core=args.load_core,
+        proxy_core=args.proxy_core,
+        aigw=args.aigw or aigw_bin(),
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> Options:
+    parser = bench_parser(__doc__.splitlines()[0])
     parser.add_argument(
         "--transports",
         default="aiohttp,httpx",
         help="comma-separated aigw upstream transports, measured one at a time ('' for none)",
     )
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SECONDS} s measurements")
-    parser.add_argument("--load-core", type=int, default=0, help="core for upstream and wrk")
-    parser.add_argument("--proxy-core", type=int, default=1, help="core for the proxy")
-    parser.add_argument("--aigw", help="aigw executable (default: .venv/bin/aigw, else PATH)")
+    add_placement_args(parser)
     args = parser.parse_args(argv)
-    return Options(
-        duration=QUICK_SECONDS if args.quick else args.duration,
-        connections=args.connections,
-        transports=[t.strip() for t in args.transports.split(",") if t.strip()],
-        load_core=args.load_core,
-        proxy_core=args.proxy_core,
-        aigw=args.aigw or aigw_bin(),
-    )
+    return options_from(args, [t.strip() for t in args.transports.split(",") if t.strip()])
 
 
 # --------------------------------------------------------------------------- prerequisites
@@ -204,12 +221,23 @@ def log_tail(service: Service, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+def http_fetch(
+    url: str, timeout: float = 2.0, headers: Mapping[str, str] | None = None
+) -> tuple[int, Message, bytes]:
+    """GET url: status, response headers and body (4xx and 5xx answers included)."""
+    request = urllib.request.Request(url, headers=dict(headers or {}))
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status, resp.read()
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return resp.status, resp.headers, resp.read()
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+        return exc.code, exc.headers, exc.read()
+
+
+def http_get(
+    url: str, timeout: float = 2.0, headers: Mapping[str, str] | None = None
+) -> tuple[int, bytes]:
+    status, _, body = http_fetch(url, timeout, headers)
+    return status, body
 
 
 def wait_ready(service: Service, url: str, timeout: float = READY_TIMEOUT) -> None:
@@ -239,9 +267,9 @@ def spawn_ready(name: str, cmd: list[str], core: int, workdir: Path, url: str) -
     return service
 
 
-def check_passthrough(name: str, port: int) -> None:
+def check_passthrough(name: str, port: int, headers: Mapping[str, str] | None = None) -> None:
     """The proxy must pass the upstream's 200 and its 1,024-byte body through."""
-    status, body = http_get(f"http://127.0.0.1:{port}{PATH}")
+    status, body = http_get(f"http://127.0.0.1:{port}{PATH}", headers=headers)
     if status != 200 or len(body) != BODY_SIZE:
         raise BenchError(f"{name}: GET {PATH} gave {status} with {len(body)} bytes, not 200/1024")
 
@@ -294,24 +322,37 @@ def aigw_config(upstream_port: int, port: int, admin_port: int, transport: str) 
 
 
 def start_aigw(
-    binary: str | None, upstream_port: int, port: int, transport: str, core: int, workdir: Path
+    binary: str | None,
+    upstream_port: int,
+    port: int,
+    transport: str,
+    core: int,
+    workdir: Path,
+    extra_config: str = "",
+    name: str = "",
 ) -> Service:
+    """Run aigw (config: aigw_config plus extra_config) as service `name` (aigw-TRANSPORT)."""
     if binary is None:
         raise BenchError("aigw is not installed (expected .venv/bin/aigw or aigw on PATH).")
+    name = name or f"aigw-{transport}"
     admin_port = free_port()
-    config = workdir / f"aigw-{transport}.yaml"
-    config.write_text(aigw_config(upstream_port, port, admin_port, transport))
+    config = workdir / f"{name}.yaml"
+    config.write_text(aigw_config(upstream_port, port, admin_port, transport) + extra_config)
     cmd = [binary, "run", "--config", str(config)]
     ready_url = f"http://127.0.0.1:{admin_port}/readyz"
-    return spawn_ready(f"aigw-{transport}", cmd, core, workdir, ready_url)
+    return spawn_ready(name, cmd, core, workdir, ready_url)
 
 
 # --------------------------------------------------------------------------- wrk
 
 
-def run_wrk(port: int, seconds: int, opts: Options, latency: bool) -> str:
+def run_wrk(
+    port: int, seconds: int, opts: Options, latency: bool, headers: Mapping[str, str] | None = None
+) -> str:
     """Run wrk pinned to the load core in its own process group; return its stdout."""
     cmd = ["taskset", "-c", str(opts.load_core), "wrk", "-t1", f"-c{opts.connections}"]
+    for header, value in (headers or {}).items():
+        cmd += ["-H", f"{header}: {value}"]
     cmd += [f"-d{seconds}s", *(["--latency"] if latency else []), f"http://127.0.0.1:{port}{PATH}"]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
@@ -353,10 +394,13 @@ def parse_wrk(target: str, text: str) -> Result:
     )
 
 
-def measure(target: str, port: int, opts: Options) -> Result:
-    check_passthrough(target, port)
-    run_wrk(port, WARMUP_SECONDS, opts, latency=False)
-    result = parse_wrk(target, run_wrk(port, opts.duration, opts, latency=True))
+def measure(
+    target: str, port: int, opts: Options, headers: Mapping[str, str] | None = None
+) -> Result:
+    """Check the target, warm it up, then measure it; headers go with every request."""
+    check_passthrough(target, port, headers)
+    run_wrk(port, WARMUP_SECONDS, opts, latency=False, headers=headers)
+    result = parse_wrk(target, run_wrk(port, opts.duration, opts, latency=True, headers=headers))
     print(
         f"  {target}: {result.rps:,.0f} rps, p50 {fmt_ms(result.p50_ms)}, "
         f"p99 {fmt_ms(result.p99_ms)}",
@@ -373,7 +417,13 @@ def not_measured(target: str, exc: BenchError) -> Result:
     return Result(target, note=f"not measured: {note}", failed=True)
 
 
-def measure_proxy(target: str, starter: Callable[[], Service], port: int, opts: Options) -> Result:
+def measure_proxy(
+    target: str,
+    starter: Callable[[], Service],
+    port: int,
+    opts: Options,
+    headers: Mapping[str, str] | None = None,
+) -> Result:
     """Start one proxy, measure it, stop it; a failure becomes a note, not an abort."""
     print(f"- {target}", flush=True)
     try:
@@ -381,7 +431,7 @@ def measure_proxy(target: str, starter: Callable[[], Service], port: int, opts: 
     except BenchError as exc:
         return not_measured(target, exc)
     try:
-        return measure(target, port, opts)
+        return measure(target, port, opts, headers)
     except BenchError as exc:
         return not_measured(target, exc)
     finally:
@@ -447,15 +497,20 @@ def report(results: list[Result], opts: Options, started: dt.datetime) -> str:
         "",
         *ratio_table(results),
     ]
+    return finish_report(lines, results)
+
+
+def finish_report(lines: list[str], results: list[Result]) -> str:
+    """The report's text: its lines, then a note for each target that has one."""
     notes = [f"- {r.target}: {r.note}" for r in results if r.note]
     if notes:
-        lines += ["", "Notes:", "", *notes]
+        lines = [*lines, "", "Notes:", "", *notes]
     return "\n".join(lines) + "\n"
 
 
-def write_report(text: str, started: dt.datetime) -> Path:
+def write_report(text: str, started: dt.datetime, prefix: str = "") -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{started.strftime('%Y%m%dT%H%M%SZ')}.md"
+    path = RESULTS_DIR / f"{prefix}{started.strftime('%Y%m%dT%H%M%SZ')}.md"
     path.write_text(text)
     return path
 
@@ -493,15 +548,27 @@ def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt(signum)
 
 
-def main(argv: list[str] | None = None) -> int:
-    opts = parse_args(argv)
+OptionsT = TypeVar("OptionsT", bound=Options)
+
+
+def execute(
+    opts: OptionsT,
+    runner: Callable[[OptionsT, Path], list[Result]],
+    render: Callable[[list[Result], OptionsT, dt.datetime], str],
+    prefix: str = "",
+) -> int:
+    """Run a harness in a temporary directory, print and write its report; the exit status.
+
+    0: every target measured (or skipped); 1: a target failed; 2: the run could not start;
+    128 + signal number: interrupted (every process stopped).
+    """
     for sig in STOP_SIGNALS[1:]:
         signal.signal(sig, _interrupt)
     started = dt.datetime.now(dt.UTC)
     workdir = Path(tempfile.mkdtemp(prefix="aigw-bench-"))
     try:
         check_tools(opts)
-        results = run_all(opts, workdir)
+        results = runner(opts, workdir)
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
@@ -511,10 +578,14 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + int(signum)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    text = report(results, opts, started)
-    path = write_report(text, started)
+    text = render(results, opts, started)
+    path = write_report(text, started, prefix)
     print("\n" + text + f"\nwritten to {path.relative_to(REPO_DIR)}")
     return 1 if any(r.failed for r in results) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return execute(parse_args(argv), run_all, report)
 
 
 if __name__ == "__main__":

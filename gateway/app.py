@@ -7,8 +7,9 @@ from typing import Any
 
 from gateway import errors, observability
 from gateway.context import RequestContext, request_id_from
-from gateway.headers import is_trusted
+from gateway.headers import client_address, is_trusted
 from gateway.proxy import ClientDisconnected, forward
+from gateway.ratelimit.fields import with_rate_limit_fields
 from gateway.runtime import Generation, Runtime
 
 Scope = dict[str, Any]
@@ -31,12 +32,12 @@ class GatewayApp:
         generation = self.runtime.current
         generation.enter()
         observability.IN_FLIGHT.inc()
-        client = scope.get("client")
+        peer = scope["client"][0] if scope.get("client") else ""
         ctx = RequestContext(
             request_id_from(scope["headers"]), scope["method"], scope["path"],
-            client[0] if client else "",
+            client_address(peer, scope["headers"], generation.trusted_networks),
         )
-        tagged_send = _tagging_send(send, ctx)
+        tagged_send = _tagging_send(send, ctx, generation)
         try:
             await self._handle(generation, ctx, scope, receive, tagged_send)
         except errors.GatewayError as error:
@@ -69,7 +70,8 @@ class GatewayApp:
         if target is None:
             raise errors.no_route()
         await generation.pipeline.admit(ctx, scope)
-        trusted = is_trusted(ctx.client, generation.trusted_networks)
+        peer = scope["client"][0] if scope.get("client") else ""
+        trusted = is_trusted(peer, generation.trusted_networks)
         await forward(
             ctx, scope, receive, send, target, generation.proxy_options, trusted=trusted,
             drop_headers=generation.identity.drop,
@@ -87,14 +89,18 @@ class GatewayApp:
                 return
 
 
-def _tagging_send(send: Any, ctx: RequestContext) -> Any:
-    """Add X-Request-Id to every response and note the status for the log."""
+def _tagging_send(send: Any, ctx: RequestContext, generation: Generation) -> Any:
+    """Add X-Request-Id and the rate-limit fields to every response; note the status."""
     request_id = ctx.request_id.encode()
+    limits = generation.settings.rate_limits
 
     async def tagged(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             ctx.status = message["status"]
-            message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            headers = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            if ctx.rate_limit and limits is not None:
+                headers = with_rate_limit_fields(headers, ctx.rate_limit, limits.headers)
+            message["headers"] = headers
         await send(message)
 
     return tagged

@@ -6,6 +6,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.model import ANONYMOUS, Principal
 
@@ -36,3 +37,4 @@ class RequestContext:
     status: int = 0
     error_code: str | None = None
     principal: Principal = ANONYMOUS
+    rate_limit: list[Any] | None = None  # quotas counted for this request, for the headers

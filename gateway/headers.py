@@ -47,6 +47,20 @@ def is_trusted(address: str, networks: tuple[IPv4Network | IPv6Network, ...]) ->
     return any(ip in network for network in networks)
 
 
+def client_address(peer: str, headers: RawHeaders,
+                   networks: tuple[IPv4Network | IPv6Network, ...]) -> str:
+    """The caller's address: the peer, or behind trusted proxies the first untrusted hop of
+    X-Forwarded-For read from the right (the only entries a client cannot forge)."""
+    if not is_trusted(peer, networks):
+        return peer
+    hops = [hop.strip() for name, value in headers if name == b"x-forwarded-for"
+            for hop in value.decode("latin-1").split(",")]
+    for hop in reversed(hops):
+        if hop and not is_trusted(hop, networks):
+            return hop
+    return hops[0] if hops and hops[0] else peer
+
+
 def connection_options(headers: RawHeaders) -> frozenset[bytes]:
     """Field names listed in `Connection`, which are hop-by-hop too."""
     names: set[bytes] = set()

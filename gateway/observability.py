@@ -48,6 +48,13 @@ INTROSPECTIONS = Counter(
 AUTH_FAILURES = Counter(
     "aigw_auth_failures_total", "Requests refused by authentication or scope, by code.", ["code"],
 )
+RATE_LIMIT_DECISIONS = Counter(
+    "aigw_ratelimit_decisions_total", "Rate-limit decisions by rule and result.",
+    ["rule", "result"],
+)
+RATE_LIMIT_STORE_ERRORS = Counter(
+    "aigw_ratelimit_store_errors_total", "Rate-limit store failures by rule.", ["rule"],
+)
 IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.")
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

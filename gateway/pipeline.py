@@ -117,15 +117,24 @@ class Pipeline:
         self.policy = policy or OpenPolicy()
 
     @classmethod
-    def from_config(cls, loaded: LoadedConfig, public_paths: frozenset[str]) -> Pipeline:
-        auth = loaded.settings.auth
-        if auth is None:
-            return cls()
-        from gateway.auth.authenticator import Authenticator as BearerAuthenticator
-        from gateway.auth.metadata import metadata_url, resource_identifier
+    def from_config(
+        cls, loaded: LoadedConfig, public_paths: frozenset[str], storage: Any = None
+    ) -> Pipeline:
+        """The stages a config asks for; `storage` is the rate-limit store to count in."""
+        settings = loaded.settings
+        authenticator = limiter = None
+        if settings.auth is not None:
+            from gateway.auth.authenticator import Authenticator as BearerAuthenticator
+            from gateway.auth.metadata import metadata_url, resource_identifier
 
-        resource = resource_identifier(auth, loaded.settings.public_base_url)
-        return cls(BearerAuthenticator(auth, metadata_url(resource), public_paths))
+            resource = resource_identifier(settings.auth, settings.public_base_url)
+            authenticator = BearerAuthenticator(settings.auth, metadata_url(resource),
+                                                public_paths)
+        if settings.rate_limits is not None and settings.rate_limits.rules:
+            from gateway.ratelimit.limiter import Limiter
+
+            limiter = Limiter(settings.rate_limits, storage)
+        return cls(authenticator, limiter)
 
     async def admit(self, ctx: RequestContext, scope: dict) -> None:
         """Authenticate, then rate-limit; raise `GatewayError` when either refuses."""

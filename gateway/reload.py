@@ -15,6 +15,7 @@ from gateway.loader import ConfigError, fingerprint, load_config, policies_folde
 from gateway.runtime import Runtime
 
 log = logging.getLogger("aigw.reload")
+_SETTLE_SECONDS = 0.1
 
 
 class Reloader:
@@ -55,5 +56,11 @@ class Reloader:
             loaded = self.runtime.current.loaded
             current = await asyncio.to_thread(fingerprint, loaded.sources, policies_folder(loaded))
             if current != self._seen:
+                # A file caught mid-write would be rejected for nothing: wait until it settles.
+                await asyncio.sleep(_SETTLE_SECONDS)
+                settled = await asyncio.to_thread(fingerprint, loaded.sources,
+                                                  policies_folder(loaded))
+                if settled != current:
+                    continue
                 self._seen = current  # a broken file is reported once, not on every poll
                 await self.reload("file change")

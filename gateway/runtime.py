@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 from urllib.parse import urlsplit
 
 from gateway import observability
@@ -26,7 +27,8 @@ log = logging.getLogger("aigw.runtime")
 
 class Generation:
     def __init__(
-        self, number: int, loaded: LoadedConfig, transports: dict[str, Transport]
+        self, number: int, loaded: LoadedConfig, transports: dict[str, Transport],
+        storage: Any = None,
     ) -> None:
         settings = loaded.settings
         self.number = number
@@ -43,7 +45,7 @@ class Generation:
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
         self.endpoints = build_endpoints(settings)
         self.identity = IdentityForwarding(settings.auth)
-        self.pipeline = Pipeline.from_config(loaded, frozenset(self.endpoints))
+        self.pipeline = Pipeline.from_config(loaded, frozenset(self.endpoints), storage)
         self.active = 0
         self.retired = False
         self._drained = asyncio.Event()
@@ -68,7 +70,8 @@ class Runtime:
 
     def __init__(self, loaded: LoadedConfig) -> None:
         transports = {name: create_transport(up) for name, up in loaded.settings.upstreams.items()}
-        self.current = Generation(1, loaded, transports)
+        self._storages: dict[tuple[str, str, str, float], Any] = {}
+        self.current = Generation(1, loaded, transports, self._storage(loaded))
         self.draining = False
         self._retiring: set[asyncio.Task[None]] = set()
         observability.CONFIG_GENERATION.set(1)
@@ -80,13 +83,25 @@ class Runtime:
             previous = old.settings.upstreams.get(name)
             reuse = previous == upstream and name in old.transports
             transports[name] = old.transports[name] if reuse else create_transport(upstream)
-        new = Generation(old.number + 1, loaded, transports)
+        new = Generation(old.number + 1, loaded, transports, self._storage(loaded))
         self.current = new
         observability.CONFIG_GENERATION.set(new.number)
         task = asyncio.ensure_future(self._retire(old, new))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
         return new
+
+    def _storage(self, loaded: LoadedConfig) -> Any:
+        """The rate-limit counter, shared across reloads so no count is lost on a config change."""
+        limits = loaded.settings.rate_limits
+        if limits is None:
+            return None
+        key = (limits.strategy, limits.storage, limits.key_prefix, limits.store_timeout)
+        if key not in self._storages:
+            from gateway.ratelimit.counters import create_counter
+
+            self._storages[key] = create_counter(*key)
+        return self._storages[key]
 
     async def _retire(self, old: Generation, new: Generation) -> None:
         await old.drained()

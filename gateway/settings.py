@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from gateway.auth.config import Auth, Demo, HeaderName
+from gateway.ratelimit.config import RateLimits
 
 Port = Annotated[int, Field(ge=0, le=65535)]
 Seconds = Annotated[float, Field(gt=0, le=3600)]
@@ -112,4 +113,5 @@ class Settings(Strict):
     reload: Reload = Reload()
     shutdown: Shutdown = Shutdown()
     auth: Auth | None = Field(None, description="Without it, callers are not authenticated.")
+    rate_limits: RateLimits | None = Field(None, description="Without it, nothing is limited.")
     demo: Demo | None = None

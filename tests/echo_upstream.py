@@ -10,6 +10,7 @@ GET|POST|... /echo/...   -> JSON: method, raw path, query, headers (as a list), 
 /large?bytes=N           -> N bytes, streamed in 64 KiB chunks without Content-Length
 /hop                     -> a response carrying hop-by-hop fields
 /count                   -> how many requests reached this upstream so far
+/own-limits              -> a response with the upstream's own (strict) RateLimit fields
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                (b"keep-alive", b"timeout=5"), (b"proxy-authenticate", b"Basic"),
                (b"x-kept", b"yes")]
         await _respond(send, 200, b"{}", hop)
+    elif path == "/own-limits":
+        own = [(b"ratelimit-limit", b"10"), (b"ratelimit-remaining", b"1"),
+               (b"ratelimit-reset", b"30"), (b"ratelimit-policy", b'"upstream";q=10;w=60'),
+               (b"ratelimit", b'"upstream";r=1;t=30')]
+        await _respond(send, 200, b"{}", own)
     elif path == "/count":
         await _respond(send, 200, json.dumps({"requests": _state["requests"]}).encode())
     else:

@@ -98,7 +98,13 @@ class Gateway:
         self.config = config
 
     def write_config(self, config: dict[str, Any]) -> None:
-        self.config_path.write_text(yaml.safe_dump(config))
+        self.write_config_text(yaml.safe_dump(config))
+
+    def write_config_text(self, text: str) -> None:
+        """Replace the file atomically, as editors and Kubernetes do, so no poll sees half."""
+        staging = self.config_path.with_suffix(".tmp")
+        staging.write_text(text)
+        staging.replace(self.config_path)
 
     def metric(self, name: str, **labels: str) -> float:
         text = httpx.get(self.admin_url + "/metrics").text

@@ -75,7 +75,7 @@ def test_reload_of_good_and_bad_config_under_load_fails_no_request(
         wait_until(lambda: load.last_upstream == "echo-b")
         assert gateway.metric("aigw_config_reloads_total", result="success") == 1
 
-        gateway.config_path.write_text("upstreams: {a: {url: 'not a url'}}\n")
+        gateway.write_config_text("upstreams: {a: {url: 'not a url'}}\n")
         wait_until(lambda: gateway.metric("aigw_config_reloads_total", result="failure") == 1)
         served = load.outcomes["200 echo-b"]
         wait_until(lambda: load.outcomes["200 echo-b"] > served + 20)

@@ -10,12 +10,14 @@ import time
 import warnings
 from typing import Any
 
+from authlib.deprecate import AuthlibDeprecationWarning
+
 from gateway.auth.cache import TtlCache
 from gateway.auth.config import Introspection
 from gateway.observability import INTROSPECTIONS
 
 with warnings.catch_warnings():  # authlib asks for httpx2; httpx is this project's chosen client
-    warnings.simplefilter("ignore")
+    warnings.simplefilter("ignore", AuthlibDeprecationWarning)
     from authlib.integrations.httpx_client import AsyncOAuth2Client
 
 

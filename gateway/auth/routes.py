@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.auth.config import Auth
+from gateway.paths import matches_prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,16 +24,9 @@ class RouteTable:
         if path in self._public_paths:
             return Access(public=True)
         for rule in self._rules:
-            if _matches(rule.path, path) and (rule.methods is None or method in rule.methods):
+            if matches_prefix(rule.path, path) and (rule.methods is None or method in rule.methods):
                 return Access(rule.public, frozenset(rule.scopes))
         return self._default
 
     def scopes(self) -> set[str]:
         return {scope for rule in self._rules for scope in rule.scopes}
-
-
-def _matches(prefix: str, path: str) -> bool:
-    if not path.startswith(prefix):
-        return False
-    # "/api" covers "/api" and "/api/x", not "/apix"
-    return prefix.endswith("/") or len(path) == len(prefix) or path[len(prefix)] == "/"

@@ -1,0 +1,1 @@
+"""Rate limiting with the `limits` library: rules, storage, and RateLimit header fields."""

@@ -1,0 +1,81 @@
+"""Config models of the `rate_limits` section."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+import limits
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from gateway.auth.config import PathPrefix, TokenKindName
+
+_SCHEMES = ("memory", "redis", "rediss", "redis+unix", "redis+cluster", "redis+sentinel")
+
+
+def _rate(value: str) -> str:
+    try:
+        limits.parse(value)
+    except ValueError:
+        raise ValueError("expected a rate such as 100/minute or 10 per second") from None
+    return value
+
+
+def _storage(value: str) -> str:
+    if urlsplit(value).scheme not in _SCHEMES:
+        raise ValueError(f"expected a storage URL with a scheme among {', '.join(_SCHEMES)}")
+    return value
+
+
+Rate = Annotated[str, AfterValidator(_rate)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tier(Strict):
+    """A different limit for callers that match every condition given."""
+
+    scope: str | None = None
+    client_id: str | None = None
+    token_kind: TokenKindName | None = None
+    limit: Rate
+    burst: Rate | None = None
+
+
+class Rule(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
+    paths: list[PathPrefix] = Field(["/"], description="Path prefixes the rule counts.")
+    methods: list[str] | None = None
+    key: Literal["client", "subject", "client_id", "address"] = Field(
+        "client",
+        description="Whom to count: client (client id, else subject, else address), subject, "
+        "client_id or address. Anonymous callers are always counted by address.",
+    )
+    limit: Rate
+    burst: Rate | None = Field(None, description="A second, short-window limit, e.g. 20/second.")
+    tiers: list[Tier] = Field([], description="First matching tier replaces limit and burst.")
+    on_store_error: Literal["allow", "deny"] = Field(
+        "deny", description="When the store fails: let requests through, or refuse them (503)."
+    )
+
+
+class Headers(Strict):
+    legacy: bool = Field(True, description="RateLimit-Limit, -Remaining, -Reset (AIDRE).")
+    ietf: bool = Field(True, description="RateLimit and RateLimit-Policy (IETF draft).")
+
+
+class RateLimits(Strict):
+    storage: Annotated[str, AfterValidator(_storage)] = Field(
+        "memory://", description="memory:// (one process) or a redis URL shared by replicas."
+    )
+    strategy: Literal["moving-window", "sliding-window-counter", "fixed-window"] = (
+        "sliding-window-counter"
+    )
+    key_prefix: str = "aigw"
+    store_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
+        0.5, description="Socket timeout for the Redis store, in seconds."
+    )
+    headers: Headers = Headers()
+    rules: list[Rule] = []

@@ -1,0 +1,134 @@
+"""The rate-limit stage: count the request against every matching rule, refuse when one is
+exhausted, and leave the quotas on the request context for the response's header fields."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import limits
+
+from gateway.context import RequestContext
+from gateway.model import ALLOW, Decision, Principal, deny
+from gateway.observability import RATE_LIMIT_DECISIONS, RATE_LIMIT_STORE_ERRORS
+from gateway.paths import matches_prefix
+from gateway.ratelimit.config import RateLimits, Rule, Tier
+from gateway.ratelimit.counters import StoreUnavailable, WindowCounter
+
+log = logging.getLogger("aigw.ratelimit")
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """One limit's state after this request was counted."""
+
+    policy: str
+    limit: int
+    window: int
+    remaining: int
+    reset: int  # seconds until the window frees quota
+
+
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    items: tuple[tuple[str, limits.RateLimitItem], ...]  # (policy name, item)
+
+
+class CompiledRule:
+    def __init__(self, rule: Rule) -> None:
+        self.rule = rule
+        self.default = _compile(rule.name, rule.limit, rule.burst)
+        self.tiers = [(tier, _compile(rule.name, tier.limit, tier.burst)) for tier in rule.tiers]
+
+    def applies(self, path: str, method: str) -> bool:
+        methods = self.rule.methods
+        return (methods is None or method in methods) and any(
+            matches_prefix(prefix, path) for prefix in self.rule.paths)
+
+    def limits_for(self, principal: Principal) -> _Limits:
+        for tier, compiled in self.tiers:
+            if _tier_matches(tier, principal):
+                return compiled
+        return self.default
+
+    def key(self, ctx: RequestContext) -> str:
+        principal, kind = ctx.principal, self.rule.key
+        if not principal.is_anonymous:
+            if kind in ("client", "client_id") and principal.client_id:
+                return f"client:{principal.client_id}"
+            if kind in ("client", "subject") and principal.subject:
+                return f"subject:{principal.subject}"
+        return f"address:{ctx.client}"
+
+
+class Limiter:
+    def __init__(self, settings: RateLimits, counter: WindowCounter) -> None:
+        self.settings = settings
+        self._counter = counter
+        self._rules = [CompiledRule(rule) for rule in settings.rules]
+        self._store_down = False
+
+    async def check(self, ctx: RequestContext) -> Decision:
+        quotas: list[Quota] = []
+        for compiled in self._rules:
+            if not compiled.applies(ctx.path, ctx.method):
+                continue
+            try:
+                refused = await self._count(compiled, ctx, quotas)
+            except StoreUnavailable as exc:
+                decision = self._store_failed(compiled.rule, exc)
+                if decision is not None:
+                    return decision
+                continue
+            self._store_recovered()
+            if refused is not None:
+                ctx.rate_limit = quotas
+                RATE_LIMIT_DECISIONS.labels(compiled.rule.name, "limited").inc()
+                return deny(429, "rate_limited", "Too many requests; retry later.",
+                            (("retry-after", str(max(refused.reset, 1))),))
+            RATE_LIMIT_DECISIONS.labels(compiled.rule.name, "allowed").inc()
+        ctx.rate_limit = quotas or None
+        return ALLOW
+
+    async def _count(self, compiled: CompiledRule, ctx: RequestContext,
+                     quotas: list[Quota]) -> Quota | None:
+        """Hit each limit of the rule in turn; the first one refused stops the counting."""
+        identity = (compiled.rule.name, compiled.key(ctx))
+        for policy, item in compiled.limits_for(ctx.principal).items:
+            count = await self._counter.hit(item, *identity)
+            quota = Quota(policy, item.amount, item.get_expiry(), count.remaining, count.reset)
+            quotas.append(quota)
+            if not count.allowed:
+                return quota
+        return None
+
+    def _store_failed(self, rule: Rule, exc: StoreUnavailable) -> Decision | None:
+        RATE_LIMIT_STORE_ERRORS.labels(rule.name).inc()
+        RATE_LIMIT_DECISIONS.labels(rule.name, f"store_error_{rule.on_store_error}").inc()
+        if not self._store_down:  # logged once per outage, counted every time
+            self._store_down = True
+            log.error("rate-limit store failed; rules act on their on_store_error",
+                      extra={"fields": {"error": str(exc)}})
+        if rule.on_store_error == "allow":
+            return None
+        return deny(503, "rate_limit_unavailable",
+                    "Rate limits cannot be checked right now; retry later.",
+                    (("retry-after", "1"),))
+
+    def _store_recovered(self) -> None:
+        if self._store_down:
+            self._store_down = False
+            log.info("rate-limit store recovered")
+
+
+def _compile(name: str, limit: str, burst: str | None) -> _Limits:
+    items = [(name, limits.parse(limit))]
+    if burst is not None:
+        items.append((f"{name}-burst", limits.parse(burst)))
+    return _Limits(tuple(items))
+
+
+def _tier_matches(tier: Tier, principal: Principal) -> bool:
+    return ((tier.scope is None or tier.scope in principal.scopes)
+            and (tier.client_id is None or tier.client_id == principal.client_id)
+            and (tier.token_kind is None or tier.token_kind == principal.kind.value)
+            and not principal.is_anonymous)
