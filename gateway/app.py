@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from starlette.routing import Match
+
 from gateway import errors, observability
 from gateway.context import RequestContext, request_id_from
 from gateway.headers import client_address, is_trusted
@@ -66,6 +68,8 @@ class GatewayApp:
             ctx.surface = endpoint.surface
             await endpoint(scope, receive, send)
             return
+        if await _dispatch_surface(generation, ctx, scope, receive, send):
+            return
         target = generation.default_target
         if target is None:
             raise errors.no_route()
@@ -87,6 +91,31 @@ class GatewayApp:
                 await self.runtime.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+async def _dispatch_surface(
+    generation: Generation, ctx: RequestContext, scope: Scope, receive: Any, send: Any
+) -> bool:
+    """Hand the request to the spec surface route that matches it; False when none does."""
+    wrong_method = None
+    for route in generation.routes:
+        match, child = route.matches(scope)
+        if match is Match.FULL:
+            ctx.surface = route.name.split(".")[0]
+            await route.handle({**scope, **child, "aigw": (ctx, generation)}, receive, send)
+            return True
+        if match is Match.PARTIAL:
+            wrong_method = route
+    if wrong_method is None:
+        return False
+    ctx.surface = wrong_method.name.split(".")[0]
+    allowed = ", ".join(sorted(wrong_method.methods or ()))
+    error = errors.GatewayError(405, "invalid_request", f"Use {allowed} here.",
+                                {"allowed": sorted(wrong_method.methods or ())},
+                                (("allow", allowed),))
+    response = generation.error_renderers[ctx.surface](error, ctx.request_id)
+    await response(scope, receive, send)
+    return True
 
 
 def _tagging_send(send: Any, ctx: RequestContext, generation: Generation) -> Any:

@@ -5,12 +5,20 @@ Spec surfaces add theirs here; every one is public (discovery stays readable wit
 
 from __future__ import annotations
 
+from datetime import date
+
 from gateway.endpoints import StaticDocument
 from gateway.settings import Settings
+from gateway.surfaces.aiendpoint import ai_endpoint_documents
+from gateway.surfaces.catalog import surface_capabilities
 
 
-def build_endpoints(settings: Settings) -> dict[str, StaticDocument]:
-    endpoints: dict[str, StaticDocument] = {}
+def build_endpoints(
+    settings: Settings, config_date: date | None = None
+) -> dict[str, StaticDocument]:
+    """`config_date`: when the config file last changed (the AI document's default date)."""
+    endpoints: dict[str, StaticDocument] = ai_endpoint_documents(
+        settings, config_date=config_date, extra_capabilities=surface_capabilities(settings))
     if settings.auth is not None:
         from gateway.auth.metadata import (
             metadata_paths,

@@ -11,13 +11,18 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from gateway.policy.config import PolicyPack
 from gateway.settings import Settings
+from gateway.surfaces.aidre_checks import aidre_problems, vector_rule_problems
+from gateway.surfaces.aiendpoint import ai_endpoint_problems
+from gateway.surfaces.catalog import surface_capabilities
 
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SECRET_WORDS = ("secret", "password", "token", "key", "credential")
@@ -45,6 +50,7 @@ class LoadedConfig:
     path: Path
     policies: dict[str, Any] = field(default_factory=dict)
     sources: tuple[Path, ...] = ()
+    modified: date | None = None  # the config file's last change (UTC), as far as known
 
 
 def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> LoadedConfig:
@@ -60,11 +66,13 @@ def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
         issues.extend(_cross_checks(settings, str(config_path)))
         if settings.policies is not None:
             folder = (config_path.parent / settings.policies).resolve()
-            policies, policy_files = _read_policies(folder, str(config_path), env, issues)
+            policies, policy_files = _read_policies(folder, str(config_path), env, issues,
+                                                    settings)
             sources.extend(policy_files)
     if issues or settings is None:
         raise ConfigError(issues)
-    return LoadedConfig(settings, config_path, policies, tuple(sources))
+    return LoadedConfig(settings, config_path, policies, tuple(sources),
+                        _modified(config_path))
 
 
 def fingerprint(sources: tuple[Path, ...], policies_dir: Path | None = None) -> bytes:
@@ -137,9 +145,10 @@ def _interpolate(
     return _VARIABLE.sub(substitute, node)
 
 
-def _validate(raw: dict[str, Any], file: str, issues: list[ConfigIssue]) -> Settings | None:
+def _validate(raw: dict[str, Any], file: str, issues: list[ConfigIssue],
+              model: type[BaseModel] = Settings) -> Any:
     try:
-        return Settings.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
             loc = error["loc"]
@@ -172,12 +181,25 @@ def _cross_checks(settings: Settings, file: str) -> list[ConfigIssue]:
         issues.append(ConfigIssue(file, "admin.port",
                                   "expected a port other than listen.port: the admin listener "
                                   "must stay separate from the public one"))
+    extra = surface_capabilities(settings)
+    issues.extend(ConfigIssue(file, path, message) for path, message in
+                  [*ai_endpoint_problems(settings, extra_capabilities=extra),
+                   *aidre_problems(settings)])
     return issues
 
 
+def _modified(file: Path) -> date | None:
+    try:
+        return datetime.fromtimestamp(file.stat().st_mtime, UTC).date()
+    except OSError:
+        return None
+
+
 def _read_policies(
-    folder: Path, config_file: str, env: Mapping[str, str], issues: list[ConfigIssue]
+    folder: Path, config_file: str, env: Mapping[str, str], issues: list[ConfigIssue],
+    settings: Settings,
 ) -> tuple[dict[str, Any], list[Path]]:
+    """Every policy file, validated as a policy pack and against the config it serves."""
     if not folder.is_dir():
         issues.append(ConfigIssue(config_file, "policies", f"expected a folder, got {folder}"))
         return {}, []
@@ -185,8 +207,13 @@ def _read_policies(
     policies = {}
     for file in files:
         document = _read_yaml(file, env, issues)
-        if document is not None:
+        if document is None:
+            continue
+        pack = _validate(document, str(file), issues, PolicyPack)
+        if pack is not None:
             policies[file.stem] = document
+            issues.extend(ConfigIssue(str(file), path, message)
+                          for path, message in vector_rule_problems(settings, pack))
     return policies, files
 
 

@@ -20,7 +20,8 @@ class Query:
     cursor: str | None = None
     collection: str | None = None
     filters: dict[str, Any] = field(default_factory=dict)
-    fields: frozenset[str] | None = None  # None: whatever policy allows
+    offset: int = 0
+    fields: frozenset[str] = frozenset()  # optional parts of each result the caller asked for
 
 
 @dataclass(slots=True)
@@ -89,6 +90,7 @@ class Decision:
     code: str | None = None
     reason: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def allowed(self) -> bool:
@@ -99,6 +101,7 @@ ALLOW = Decision(Outcome.ALLOW)
 
 
 def deny(
-    status: int, code: str, reason: str, headers: tuple[tuple[str, str], ...] = ()
+    status: int, code: str, reason: str, headers: tuple[tuple[str, str], ...] = (),
+    details: dict[str, Any] | None = None,
 ) -> Decision:
-    return Decision(Outcome.DENY, status, code, reason, headers)
+    return Decision(Outcome.DENY, status, code, reason, headers, details or {})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
 import orjson
@@ -21,11 +21,13 @@ from starlette.responses import Response
 
 from gateway import errors
 from gateway.context import RequestContext
-from gateway.loader import LoadedConfig
 from gateway.mapping import HitMapping
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
 from gateway.proxy import ProxyTarget
 from gateway.upstream import UpstreamError
+
+if TYPE_CHECKING:
+    from gateway.loader import LoadedConfig
 
 RawHeaders = list[tuple[bytes, bytes]]
 
@@ -101,7 +103,7 @@ class RetrievalSurface(Protocol):
 def denial(decision: Decision) -> errors.GatewayError:
     return errors.GatewayError(
         decision.status, decision.code or "forbidden", decision.reason or "Request denied.",
-        headers=decision.headers,
+        details=dict(decision.details), headers=decision.headers,
     )
 
 
@@ -118,11 +120,18 @@ class Pipeline:
 
     @classmethod
     def from_config(
-        cls, loaded: LoadedConfig, public_paths: frozenset[str], storage: Any = None
+        cls, loaded: LoadedConfig, public_paths: frozenset[str], storage: Any = None,
+        collections: dict[str, Any] | None = None,
     ) -> Pipeline:
         """The stages a config asks for; `storage` is the rate-limit store to count in."""
         settings = loaded.settings
         authenticator = limiter = None
+        from gateway.policy.config import PolicyPack
+        from gateway.policy.engine import PolicyEngine
+
+        denied = settings.aidre.denied_return_field if settings.aidre else "ignore"
+        packs = [PolicyPack.model_validate(pack) for pack in loaded.policies.values()]
+        policy = PolicyEngine(collections or {}, packs, denied)
         if settings.auth is not None:
             from gateway.auth.authenticator import Authenticator as BearerAuthenticator
             from gateway.auth.metadata import metadata_url, resource_identifier
@@ -134,7 +143,7 @@ class Pipeline:
             from gateway.ratelimit.limiter import Limiter
 
             limiter = Limiter(settings.rate_limits, storage)
-        return cls(authenticator, limiter)
+        return cls(authenticator, limiter, policy)
 
     async def admit(self, ctx: RequestContext, scope: dict) -> None:
         """Authenticate, then rate-limit; raise `GatewayError` when either refuses."""

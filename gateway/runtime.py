@@ -19,7 +19,7 @@ from gateway.headers import parse_networks
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
 from gateway.proxy import ProxyOptions, ProxyTarget
-from gateway.settings import Upstream
+from gateway.settings import Settings, Upstream
 from gateway.upstream import Transport, create_transport
 
 log = logging.getLogger("aigw.runtime")
@@ -43,9 +43,12 @@ class Generation:
             settings.proxy.max_body_bytes, settings.proxy.buffer_bytes, settings.proxy.via
         )
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
-        self.endpoints = build_endpoints(settings)
+        self.endpoints = build_endpoints(settings, loaded.modified)
+        self.collections, self.routes = _surfaces(settings)
+        self.error_renderers = _error_renderers(settings)
+        public = frozenset(self.endpoints) | {"/.well-known/ai-discovery"}
         self.identity = IdentityForwarding(settings.auth)
-        self.pipeline = Pipeline.from_config(loaded, frozenset(self.endpoints), storage)
+        self.pipeline = Pipeline.from_config(loaded, public, storage, self.collections)
         self.active = 0
         self.retired = False
         self._drained = asyncio.Event()
@@ -119,6 +122,25 @@ class Runtime:
         await self.current.pipeline.aclose()
         for transport in self.current.transports.values():
             await transport.aclose()
+
+
+def _surfaces(settings: Settings) -> tuple[dict[str, Any], list[Any]]:
+    """The spec surfaces' collections and routes (AIDRE so far)."""
+    if settings.aidre is None or not settings.aidre.enabled:
+        return {}, []
+    from gateway.surfaces.aidre import routes
+    from gateway.surfaces.retrieval import compile_collections
+
+    collections = compile_collections(settings.aidre, set(settings.upstreams))
+    return collections, routes(settings.aidre.base_path)
+
+
+def _error_renderers(settings: Settings) -> dict[str, Any]:
+    if settings.aidre is None:
+        return {}
+    from gateway.surfaces.aidre_render import error_response
+
+    return {"aidre": error_response}
 
 
 def _target(name: str, upstream: Upstream, transport: Transport) -> ProxyTarget:

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from processes import Gateway, start_echo
+from processes import Gateway, start_backend, start_echo
 
 
 @pytest.fixture(scope="session")
@@ -22,6 +22,14 @@ def echo(logs_dir: Path) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def echo_b(logs_dir: Path) -> Iterator[str]:
     process, url = start_echo(logs_dir, "echo-b")
+    yield url
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def backend(logs_dir: Path) -> Iterator[str]:
+    """The demo help-centre backend, as its own process."""
+    process, url = start_backend(logs_dir)
     yield url
     process.stop()
 

@@ -79,6 +79,15 @@ def start_echo(logs: Path, name: str = "echo") -> tuple[Process, str]:
     return proc, url
 
 
+def start_backend(logs: Path) -> tuple[Process, str]:
+    port = free_port()
+    proc = Process([sys.executable, "-m", "gateway.demo.backend", "--port", str(port)], logs,
+                   f"backend-{port}")
+    url = f"http://127.0.0.1:{port}"
+    wait_for_http(url + "/api/v1/health", process=proc.popen)
+    return proc, url
+
+
 class Gateway:
     """`aigw run` in its own process, with its config file written from a dict."""
 

@@ -120,15 +120,22 @@ def test_yaml_syntax_errors_give_line_and_column(tmp_path: Path):
 
 
 def test_policy_files_are_loaded_and_their_errors_name_the_file(tmp_path: Path):
-    (tmp_path / "policies").mkdir()
-    (tmp_path / "policies" / "grants.yaml").write_text("rules: [a, b]\n")
-    (tmp_path / "policies" / "broken.yaml").write_text("- just\n- a list\n")
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "notes.yaml").write_text("description: reviewed 2026-11\n")
+    (policies / "broken.yaml").write_text("- just\n- a list\n")
+    (policies / "typo.yaml").write_text("vector_retrun: []\n")
+    (policies / "stray.yaml").write_text("vector_return: [{collection: nope}]\n")
     path = write(tmp_path, "policies: policies\nupstreams:\n  a: {url: 'http://h'}\n")
-    [problem] = issues_of(path)
-    assert problem == f"{tmp_path / 'policies' / 'broken.yaml'}: (top level): " \
-                      "expected a mapping at the top level"
-    (tmp_path / "policies" / "broken.yaml").unlink()
-    assert load_config(path, env={}).policies == {"grants": {"rules": ["a", "b"]}}
+    assert sorted(issues_of(path)) == [
+        f"{policies / 'broken.yaml'}: (top level): expected a mapping at the top level",
+        f"{policies / 'stray.yaml'}: vector_return[0].collection: expected one of the AIDRE "
+        "collections (none)",
+        f"{policies / 'typo.yaml'}: vector_retrun: unknown field; check its spelling and place",
+    ]
+    for name in ("broken", "typo", "stray"):
+        (policies / f"{name}.yaml").unlink()
+    assert load_config(path, env={}).policies == {"notes": {"description": "reviewed 2026-11"}}
 
 
 def test_validate_command_lists_all_errors_and_exits_1(tmp_path: Path):

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import sys
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from processes import Process, free_port, wait_for_http
+from processes import free_port
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -28,17 +26,6 @@ SEARCH_MAPPING = compile_mapping({
     "items": "items", "id": "id", "text": "snippet", "score": "score",
     "fields": {"title": "title", "url": "url"}, "metadata": {"updated_at": "updated_at"},
 })
-
-
-@pytest.fixture(scope="module")
-def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    process = Process([sys.executable, "-m", "gateway.demo.backend", "--port", str(port)],
-                      Path(tmp_path_factory.mktemp("backend")), "backend")
-    url = f"http://127.0.0.1:{port}"
-    wait_for_http(url + "/api/v1/health", process=process.popen)
-    yield url
-    process.stop()
 
 
 class KeywordSurface:

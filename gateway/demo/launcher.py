@@ -31,6 +31,19 @@ Try:
   curl -s -u demo-agent:demo-agent-secret -d grant_type=client_credentials '{issuer}/token'   # 200
   curl -s -H 'X-API-Key: demo-legacy-key' '{public}/api/v1/articles/art-0001'   # 200
   curl -s '{public}/.well-known/oauth-protected-resource'   # 200
+  curl -s '{public}/.well-known/ai'   # 200
+
+AIDRE: text and vector search over the same legacy API, translated by config/demo.yaml:
+  curl -s '{public}/.well-known/ai-discovery'   # 200
+  curl -s -X POST '{public}/search' -H 'content-type: application/aidre+json' \\
+       -d '{{"query": "refund for a damaged item", "collection": "articles", "top_k": 3}}'   # 200
+  curl -s -X POST '{public}/search' -H 'content-type: application/aidre+json' \\
+       -d "{{\\"collection\\": \\"articles\\", \\"embedding_space\\": \\"demo-hash-256\\", \\
+            \\"top_k\\": 3, \\"query_vector\\": $(curl -s -X POST '{public}/api/v1/embed' \\
+       -H "Authorization: Bearer $({aigw} token --config {config} --scope articles:read)" \\
+       -H 'content-type: application/json' -d '{{"text": "reset my password"}}' \\
+       | {python} -c 'import json,sys; print(json.load(sys.stdin)["embedding"])')}}"   # 200
+  curl -s '{public}/chunks/articles:art-0001'   # 200
   curl -s '{admin}/readyz'   # 200
 
 Ctrl-C stops everything.
@@ -53,7 +66,7 @@ def run_demo(config_path: str, backend_port: int) -> int:
         public=f"http://{settings.listen.host}:{settings.listen.port}",
         admin=f"http://{settings.admin.host}:{settings.admin.port}",
         backend=os.environ["AIGW_DEMO_BACKEND"], issuer=issuer_url,
-        aigw=_aigw_command(), config=Path(config_path).resolve(),
+        aigw=_aigw_command(), config=Path(config_path).resolve(), python=sys.executable,
     ), flush=True)
     run(loaded, companions=companions)
     return 0

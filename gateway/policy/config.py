@@ -1,0 +1,27 @@
+"""Models of the policy files in the `policies:` folder. Each file is a policy pack; every key
+is optional, so packs can be split by topic (one file per team or per rule kind)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class VectorReturnRule(Strict):
+    """Stored vectors of `collection` may be returned to callers holding every one of `scopes`."""
+
+    collection: str
+    scopes: list[str] = Field(
+        [], description="Scopes the caller needs; empty means any caller who can read it."
+    )
+    description: str | None = None
+
+
+class PolicyPack(Strict):
+    description: str | None = None
+    vector_return: list[VectorReturnRule] = Field(
+        [], description="AIDRE §11.2: vectors are never returned unless a rule here allows it."
+    )

@@ -1,0 +1,245 @@
+"""The AIDRE surface: discovery, collections, search and chunks on the shared pipeline.
+
+Each handler finds the request context and config generation the app put in the scope, runs
+the pipeline, and renders in AIDRE's dialect; no collection-specific code lives here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.context import RequestContext
+from gateway.errors import GatewayError, request_too_large
+from gateway.model import Hit, Query
+from gateway.pipeline import UpstreamCall
+from gateway.surfaces import aidre_render as render
+from gateway.surfaces.aidre_request import invalid, parse_search
+from gateway.surfaces.cursors import CursorSigner, InvalidCursor
+from gateway.surfaces.retrieval import CompiledCollection, Operation
+
+_MEDIA_TYPES = ("application/aidre+json", "application/json")
+
+
+class AidreSurface:
+    """The surface parts of `/search` (see pipeline.RetrievalSurface)."""
+
+    name = "aidre"
+
+    def __init__(self, generation: Any) -> None:
+        self.generation = generation
+        self.settings = generation.settings.aidre
+        secret = self.settings.cursor_secret
+        self.cursors = CursorSigner(secret.get_secret_value().encode() if secret else None,
+                                    self.settings.cursor_ttl)
+
+    @property
+    def collections(self) -> dict[str, CompiledCollection]:
+        return self.generation.collections
+
+    async def parse(self, request: Request, ctx: RequestContext) -> Query:
+        await _check_media_type(request)
+        body = await _json_body(request, self.generation.settings.proxy.max_body_bytes)
+        query = parse_search(body, self.settings)
+        if query.cursor is None:
+            return query
+        try:
+            offset = self.cursors.offset(query.cursor, _cursor_key(query))
+        except InvalidCursor as exc:
+            raise invalid(str(exc)) from None
+        return replace(query, offset=offset)
+
+    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall:
+        collection = self.collections[query.collection or ""]
+        operation = collection.text_search
+        if query.vector is not None:
+            if collection.vector_search is None or collection.space is None \
+                    or collection.space.id != query.embedding_space:
+                raise GatewayError(400, "unsupported_embedding_space",
+                                   "This collection does not accept that embedding space.",
+                                   {"embedding_space": query.embedding_space,
+                                    "collection": collection.name})
+            operation = collection.vector_search
+        values = {"query": query.text, "vector": list(query.vector or ()),
+                  "top_k": query.top_k, "offset": query.offset, "limit": query.top_k + 1,
+                  "fetch": query.offset + query.top_k + 1}
+        return _call(self.generation, operation, values)
+
+    def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
+        collection = self.collections[query.collection or ""]
+        operation = collection.vector_search if query.vector is not None \
+            else collection.text_search
+        if operation is not None and not _upstream_paginates(operation):
+            hits = hits[query.offset:]
+        page = hits[:query.top_k]
+        meta: dict[str, Any] = {"returned": len(page), "top_k": query.top_k}
+        if len(hits) > query.top_k:
+            meta["next_cursor"] = self.cursors.issue(_cursor_key(query),
+                                                     query.offset + query.top_k)
+        results = [render.result(hit, collection, query.fields) for hit in page]
+        return render.json_response({"request_id": ctx.request_id,
+                                     "collection": collection.name,
+                                     "results": results, "meta": meta})
+
+    def render_error(self, error: GatewayError, ctx: RequestContext) -> Response:
+        return render.error_response(error, ctx.request_id)
+
+
+class ChunkSurface(AidreSurface):
+    """`GET /chunks/{id}`: one chunk, read through the collection's chunk operation."""
+
+    def __init__(self, generation: Any, if_none_match: list[str]) -> None:
+        super().__init__(generation)
+        self.if_none_match = if_none_match
+
+    async def parse(self, request: Request, ctx: RequestContext) -> Query:
+        collection, _, item = request.path_params["id"].partition(":")
+        if not item:
+            raise GatewayError(404, "not_found", "No such chunk.")
+        return Query(collection=collection, filters={"id": item})
+
+    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall:
+        collection = self.collections[query.collection or ""]
+        if collection.chunk is None:
+            raise GatewayError(404, "not_found", "No such chunk.")
+        return _call(self.generation, collection.chunk, {"id": query.filters["id"]})
+
+    def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
+        if not hits:
+            raise GatewayError(404, "not_found", "No such chunk.")
+        document = render.chunk(hits[0], self.collections[query.collection or ""],
+                                ctx.request_id)
+        etag = '"' + document["content_hash"].rsplit(":", 1)[-1][:32] + '"'
+        headers = {"etag": etag, "cache-control": "private, no-cache"}
+        if etag in self.if_none_match:
+            return Response(status_code=304, headers=headers)
+        return render.json_response(document, headers=headers)
+
+
+def routes(base_path: str) -> list[Route]:
+    return [
+        Route("/.well-known/ai-discovery", discovery, methods=["GET"],
+              name="aidre.discovery"),
+        Route(f"{base_path}/collections", list_collections, methods=["GET"],
+              name="aidre.collections"),
+        Route(f"{base_path}/search", search, methods=["POST"], name="aidre.search"),
+        Route(f"{base_path}/chunks/{{id:path}}", read_chunk, methods=["GET"],
+              name="aidre.chunk"),
+    ]
+
+
+async def search(request: Request) -> Response:
+    ctx, generation = request.scope["aigw"]
+    return await generation.pipeline.retrieve(AidreSurface(generation), request, ctx)
+
+
+async def read_chunk(request: Request) -> Response:
+    ctx, generation = request.scope["aigw"]
+    surface = ChunkSurface(generation, _if_none_match(request.scope["headers"]))
+    return await generation.pipeline.retrieve(surface, request, ctx)
+
+
+async def list_collections(request: Request) -> Response:
+    ctx, generation = request.scope["aigw"]
+    if (refusal := await _admit(request)) is not None:
+        return refusal
+    readable = generation.pipeline.policy.readable(ctx.principal)
+    return render.json_response({"request_id": ctx.request_id,
+                                 "collections": [render.collection_entry(c) for c in readable]})
+
+
+async def discovery(request: Request) -> Response:
+    ctx, generation = request.scope["aigw"]
+    if (refusal := await _admit(request)) is not None:
+        return refusal
+    policy, settings = generation.pipeline.policy, generation.settings
+    organization = settings.service.organization.name \
+        if settings.service and settings.service.organization else None
+    document = render.discovery(settings.aidre, settings.public_base_url or "", organization,
+                                policy.readable(ctx.principal), policy.vectors_possible(),
+                                _auth_summary(generation))
+    body = orjson.dumps(document)
+    etag = '"' + _digest(body) + '"'
+    anonymous = ctx.principal.is_anonymous
+    headers = {"etag": etag, "vary": "Authorization",
+               "cache-control": f"{'public' if anonymous else 'private'}, "
+                                f"max-age={settings.aidre.discovery_max_age}"}
+    if etag in _if_none_match(request.scope["headers"]):
+        return Response(status_code=304, headers=headers)
+    return Response(body, 200, headers, "application/json")  # §3.2: MUST be application/json
+
+
+async def _admit(request: Request) -> Response | None:
+    """Authenticate and rate-limit; the refusal in AIDRE's dialect, or None."""
+    ctx, generation = request.scope["aigw"]
+    try:
+        await generation.pipeline.admit(ctx, request.scope)
+    except GatewayError as error:
+        return render.error_response(error, ctx.request_id)
+    return None
+
+
+def _auth_summary(generation: Any) -> dict[str, Any]:
+    auth = generation.settings.auth
+    if auth is None:
+        return {"type": "none"}
+    from gateway.auth.metadata import metadata_url, resource_identifier
+
+    resource = resource_identifier(auth, generation.settings.public_base_url)
+    return {"type": "oauth2" if auth.issuers or auth.introspection else "apikey",
+            "resource_metadata": metadata_url(resource)}
+
+
+def _call(generation: Any, operation: Operation, values: dict[str, Any]) -> UpstreamCall:
+    return operation.call(generation.targets[operation.settings.upstream], values)
+
+
+def _upstream_paginates(operation: Operation) -> bool:
+    settings = operation.settings
+    templates = [settings.path, *settings.query.values(), orjson.dumps(settings.body).decode()]
+    return any("{offset}" in template for template in templates)
+
+
+def _cursor_key(query: Query) -> dict[str, Any]:
+    return {"c": query.collection, "t": query.text, "v": query.vector,
+            "s": query.embedding_space}
+
+
+async def _check_media_type(request: Request) -> None:
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type not in _MEDIA_TYPES:
+        raise GatewayError(415, "invalid_request",
+                           "Send the body as application/aidre+json (or application/json).",
+                           {"content_type": media_type[:100]})
+
+
+async def _json_body(request: Request, limit: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise request_too_large(limit)
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise request_too_large(limit)
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise invalid("The request body is not valid JSON (UTF-8).") from None
+
+
+def _if_none_match(headers: list[tuple[bytes, bytes]]) -> list[str]:
+    for name, value in headers:
+        if name == b"if-none-match":
+            return [tag.strip().removeprefix("W/") for tag in value.decode("latin-1").split(",")]
+    return []
+
+
+def _digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()[:32]

@@ -1,0 +1,33 @@
+"""Load-time checks of the `aidre` section, and of policy rules that name its collections."""
+
+from __future__ import annotations
+
+from gateway.mapping import MappingError
+from gateway.policy.config import PolicyPack
+from gateway.settings import Settings
+from gateway.surfaces.retrieval import compile_collections
+
+
+def aidre_problems(settings: Settings) -> list[tuple[str, str]]:
+    """(dotted path in the config file, message) for each problem."""
+    aidre = settings.aidre
+    if aidre is None:
+        return []
+    problems = []
+    try:
+        compile_collections(aidre, set(settings.upstreams))
+    except MappingError as exc:
+        problems.append((exc.path, str(exc).removeprefix(f"{exc.path}: ")))
+    if aidre.default_collection and aidre.default_collection not in aidre.collections:
+        problems.append(("aidre.default_collection", "expected the name of a collection"))
+    if aidre.default_top_k > aidre.max_top_k:
+        problems.append(("aidre.default_top_k", "expected at most aidre.max_top_k"))
+    return problems
+
+
+def vector_rule_problems(settings: Settings, pack: PolicyPack) -> list[tuple[str, str]]:
+    """(dotted path in the policy file, message) for rules naming no AIDRE collection."""
+    known = set(settings.aidre.collections) if settings.aidre else set()
+    return [(f"vector_return[{index}].collection",
+             f"expected one of the AIDRE collections ({', '.join(sorted(known)) or 'none'})")
+            for index, rule in enumerate(pack.vector_return) if rule.collection not in known]

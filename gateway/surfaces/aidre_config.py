@@ -1,0 +1,77 @@
+"""Config models of the `aidre` section: collections and how each maps onto upstream calls."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+CollectionName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class UpstreamOperation(Strict):
+    """One upstream call. `{placeholders}` in path, query values and body strings are filled
+    from the request: query, vector, top_k, offset, limit (top_k + 1, to see if more follow),
+    fetch (offset + top_k + 1, for upstreams without an offset), id."""
+
+    upstream: str
+    method: Literal["GET", "POST"] = "GET"
+    path: Annotated[str, Field(pattern=r"^/")]
+    query: dict[str, str] = {}
+    body: dict[str, Any] | None = None
+    mapping: dict[str, Any] = Field(description="JMESPath mapping onto hits (see mapping.py).")
+
+
+class VectorOperation(UpstreamOperation):
+    embedding_space: str
+
+
+class EmbeddingSpace(Strict):
+    id: Annotated[str, Field(min_length=1, max_length=200)]
+    dimensions: Annotated[int, Field(ge=1, le=8192)]
+    distance: Literal["cosine", "dot", "euclidean"]
+    normalized: bool | None = None
+    provider: str | None = None
+    model: str | None = None
+    revision: str | None = None
+
+
+class Collection(Strict):
+    description: Annotated[str, Field(max_length=500)]
+    visibility: Literal["public", "private"] = "public"
+    scopes: list[str] = Field(
+        [], description="Scopes a caller needs to see or read a private collection."
+    )
+    updated_at: str | None = None
+    text_search: UpstreamOperation
+    vector_search: VectorOperation | None = None
+    chunk: UpstreamOperation | None = None
+
+
+class Aidre(Strict):
+    enabled: bool = True
+    base_path: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9._~-]+)*$")] = Field(
+        "", description="Prefix of /collections, /search and /chunks/{id}."
+    )
+    default_collection: str | None = None
+    default_top_k: Annotated[int, Field(ge=1, le=1000)] = 10
+    max_top_k: Annotated[int, Field(ge=1, le=1000)] = 50
+    top_k_over_max: Literal["clamp", "reject"] = Field(
+        "clamp", description="A top_k above max_top_k is clamped (meta.top_k says so) or refused."
+    )
+    denied_return_field: Literal["ignore", "reject"] = Field(
+        "ignore", description="A return field the caller may not have (vectors, semantic_payload)"
+        " is dropped, or refused with unsupported_return_field.",
+    )
+    max_query_chars: Annotated[int, Field(ge=1, le=100_000)] = 2000
+    cursor_secret: SecretStr | None = Field(
+        None, description="HMAC key for pagination cursors; set it when replicas share traffic."
+    )
+    cursor_ttl: Annotated[int, Field(ge=60, le=86400)] = 3600
+    discovery_max_age: Annotated[int, Field(ge=0, le=86400)] = 300
+    embedding_spaces: list[EmbeddingSpace] = []
+    collections: dict[CollectionName, Collection] = Field(min_length=1)

@@ -1,0 +1,93 @@
+"""Config models of the `ai_endpoint` section (the /.well-known/ai document)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+_ID = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def _snake_case_id(value: Any) -> Any:
+    if isinstance(value, str) and not _ID.fullmatch(value):
+        raise ValueError("expected a snake_case id: a lowercase letter, then lowercase letters, "
+                         f"digits or _, at most 64 characters (got {value!r})")
+    return value
+
+
+def _length(low: int, high: int) -> Callable[[Any], Any]:
+    """Refuse strings outside `low..high` characters with a message that gives the length."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and not low <= len(value) <= high:
+            raise ValueError(f"expected {low} to {high} characters, got {len(value)}")
+        return value
+
+    return check
+
+
+def _endpoint(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    relative = value.startswith("/") and not value.startswith("//")
+    if not (relative or _absolute_http(value)) or any(char.isspace() for char in value):
+        raise ValueError("expected a path starting with / (served by this gateway) or an "
+                         f"absolute http:// or https:// URL (got {value!r})")
+    return value
+
+
+def _absolute_http(value: str) -> bool:
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 -- raises ValueError for a port out of range
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+# The spec's limits (draft-aiendpoint-00 §3.3), checked first so that the message is plain;
+# the Field constraints repeat them for the exported JSON Schema.
+CapabilityId = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64),
+                         BeforeValidator(_snake_case_id)]
+Description = Annotated[str, Field(min_length=1, max_length=200), BeforeValidator(_length(1, 200))]
+Returns = Annotated[str, Field(max_length=300), BeforeValidator(_length(0, 300))]
+Endpoint = Annotated[str, Field(min_length=1), BeforeValidator(_endpoint)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Capability(Strict):
+    id: CapabilityId
+    description: Description
+    endpoint: Endpoint = Field(
+        description="Path on this gateway (or an absolute URL) the capability is served at."
+    )
+    method: Literal["GET", "POST", "PUT", "DELETE", "PATCH"] = "GET"
+    params: dict[str, str] = Field(
+        {}, description="Parameter name -> 'type, required|optional[, qualifiers] — meaning'."
+    )
+    returns: Returns | None = Field(None, description="Compact shape, e.g. 'items[] {id, title}'.")
+
+
+class TokenHints(Strict):
+    compact_mode: bool = False
+    field_filtering: bool = False
+    delta_support: bool = False
+
+
+class AiEndpoint(Strict):
+    enabled: bool = True
+    alias: bool = Field(True, description="Serve the same bytes at /ai too.")
+    max_age: Annotated[int, Field(ge=0, le=604800)] = Field(
+        86400, description="Cache-Control max-age of the document, in seconds."
+    )
+    capabilities: list[Capability] = Field(
+        [], description="Capabilities to expose besides the gateway's own spec surfaces."
+    )
+    token_hints: TokenHints = TokenHints()
