@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
 from gateway import errors, observability
 from gateway.context import RequestContext, request_id_from
 from gateway.headers import client_address, is_trusted
+from gateway.paths import ambiguity
 from gateway.proxy import ClientDisconnected, forward
 from gateway.ratelimit.fields import with_rate_limit_fields
 from gateway.runtime import Generation, Runtime
@@ -63,6 +65,9 @@ class GatewayApp:
     async def _handle(
         self, generation: Generation, ctx: RequestContext, scope: Scope, receive: Any, send: Any
     ) -> None:
+        reason = ambiguity(scope["path"], scope.get("raw_path"))
+        if reason is not None:
+            raise errors.GatewayError(400, "invalid_path", f"Refused: {reason}.")
         endpoint = generation.endpoints.get(scope["path"])
         if endpoint is not None:
             ctx.surface = endpoint.surface
@@ -80,6 +85,7 @@ class GatewayApp:
             ctx, scope, receive, send, target, generation.proxy_options, trusted=trusted,
             drop_headers=generation.identity.drop,
             identity=generation.identity.headers(ctx.principal),
+            drop_query=generation.identity.drop_query,
         )
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
@@ -102,7 +108,9 @@ async def _dispatch_surface(
         match, child = route.matches(scope)
         if match is Match.FULL:
             ctx.surface = route.name.split(".")[0]
-            await route.handle({**scope, **child, "aigw": (ctx, generation)}, receive, send)
+            await _handle_in_dialect(route, generation, ctx, {**scope, **child,
+                                                              "aigw": (ctx, generation)},
+                                     receive, send)
             return True
         if match is Match.PARTIAL:
             wrong_method = route
@@ -116,6 +124,23 @@ async def _dispatch_surface(
     response = generation.error_renderers[ctx.surface](error, ctx.request_id)
     await response(scope, receive, send)
     return True
+
+
+async def _handle_in_dialect(route: Any, generation: Generation, ctx: RequestContext,
+                             scope: Scope, receive: Any, send: Any) -> None:
+    """Run a surface route; whatever escapes it is answered in that surface's dialect."""
+    try:
+        await route.handle(scope, receive, send)
+    except ClientDisconnect:
+        raise ClientDisconnected() from None
+    except Exception:
+        if ctx.status:
+            raise
+        log.exception("unhandled error", extra={"fields": {"request_id": ctx.request_id}})
+        ctx.error_code = "internal_error"
+        response = generation.error_renderers[ctx.surface](errors.internal_error(),
+                                                           ctx.request_id)
+        await response(scope, receive, send)
 
 
 def _tagging_send(send: Any, ctx: RequestContext, generation: Generation) -> Any:

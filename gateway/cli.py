@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 
@@ -35,8 +36,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     loaded = load_or_exit(args.config)
     configure_logging(loaded.settings.logging.level)
-    run(loaded)
+    try:
+        run(loaded)
+    except Exception as exc:  # e.g. a listener port in use, or a store that cannot be built
+        print(f"aigw: cannot start: {type(exc).__name__}: {redact(str(exc))}", file=sys.stderr)
+        return 1
     return 0
+
+
+def redact(text: str) -> str:
+    """Credentials in URLs (scheme://user:secret@host) never reach a terminal or a log."""
+    return re.sub(r"(//)[^/@\s]+@", r"\1***@", text)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

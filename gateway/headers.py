@@ -92,7 +92,8 @@ def upstream_request_headers(
     out: RawHeaders = [(b"host", host)]
     incoming: dict[bytes, list[bytes]] = {}
     for name, value in headers:
-        lowered = name.lower()
+        # Many frameworks (CGI, WSGI, Rack, PHP) read "X_Foo" as "X-Foo": compare them so.
+        lowered = name.lower().replace(b"_", b"-")
         if lowered in drop:
             if lowered == b"via":
                 incoming.setdefault(lowered, []).append(value)

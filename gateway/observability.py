@@ -121,3 +121,5 @@ def configure_logging(level: str) -> None:
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
     logging.getLogger("uvicorn.access").disabled = True
+    for chatty in ("httpx", "httpcore"):  # they log every URL, query strings (tokens) included
+        logging.getLogger(chatty).setLevel(logging.WARNING)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from gateway.loader import LoadedConfig
 
 RawHeaders = list[tuple[bytes, bytes]]
+MAX_UPSTREAM_JSON_BYTES = 32 * 1024 * 1024
 
 
 class Authenticator(Protocol):
@@ -113,10 +114,12 @@ class Pipeline:
         authenticator: Authenticator | None = None,
         limiter: RateLimiter | None = None,
         policy: Policy | None = None,
+        identity: Any = None,
     ) -> None:
         self.authenticator = authenticator or AnonymousAuthenticator()
         self.limiter = limiter or Unlimited()
         self.policy = policy or OpenPolicy()
+        self.identity = identity  # IdentityForwarding: who the caller is, told to upstreams
 
     @classmethod
     def from_config(
@@ -143,7 +146,9 @@ class Pipeline:
             from gateway.ratelimit.limiter import Limiter
 
             limiter = Limiter(settings.rate_limits, storage)
-        return cls(authenticator, limiter, policy)
+        from gateway.auth.forwarding import IdentityForwarding
+
+        return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth))
 
     async def admit(self, ctx: RequestContext, scope: dict) -> None:
         """Authenticate, then rate-limit; raise `GatewayError` when either refuses."""
@@ -167,7 +172,8 @@ class Pipeline:
             if isinstance(narrowed, Decision):
                 raise denial(narrowed)
             call = surface.plan(narrowed, ctx)
-            document = await call_upstream_json(call, ctx)
+            identity = self.identity.headers(ctx.principal) if self.identity else []
+            document = await call_upstream_json(call, ctx, identity)
             hits = self.policy.after(ctx, narrowed, call.mapping.hits(document))
             return surface.render(narrowed, hits, ctx)
         except errors.GatewayError as error:
@@ -178,15 +184,22 @@ class Pipeline:
         await self.authenticator.aclose()
 
 
-async def call_upstream_json(call: UpstreamCall, ctx: RequestContext) -> Any:
-    """Make one upstream JSON call; any failure becomes a `GatewayError` without upstream detail."""
+async def call_upstream_json(
+    call: UpstreamCall, ctx: RequestContext, identity: RawHeaders | None = None
+) -> Any:
+    """Make one upstream JSON call; any failure becomes a `GatewayError` without upstream detail.
+
+    The upstream gets what a passthrough request would carry: the gateway's own credentials
+    (`add_headers`), the caller's identity headers, `Via` and the request id.
+    """
     ctx.upstream = call.target.name
     url = call.target.url + call.path
     if call.params:
         url += "?" + urlencode(call.params, doseq=True)
     headers: RawHeaders = [
         (b"host", call.target.host), (b"accept", b"application/json"),
-        (b"x-request-id", ctx.request_id.encode()),
+        (b"x-request-id", ctx.request_id.encode()), (b"via", b"1.1 aigw"),
+        *call.target.add_headers, *(identity or ()),
     ]
     body = None
     if call.json is not None:
@@ -196,7 +209,7 @@ async def call_upstream_json(call: UpstreamCall, ctx: RequestContext) -> Any:
     try:
         response = await call.target.transport.request(call.method, url, headers, body)
         try:
-            payload = await response.read()
+            payload = await _read_capped(response)
         finally:
             await response.close()
     except UpstreamError as exc:
@@ -205,6 +218,9 @@ async def call_upstream_json(call: UpstreamCall, ctx: RequestContext) -> Any:
                else errors.upstream_unavailable()) from None
     finally:
         ctx.upstream_seconds = time.perf_counter() - started
+    if payload is None:
+        ctx.upstream_error = "too_large"
+        raise errors.upstream_protocol_error()
     if response.status == 404:
         raise errors.GatewayError(404, "not_found", "The requested item does not exist.")
     if response.status >= 400:
@@ -215,3 +231,15 @@ async def call_upstream_json(call: UpstreamCall, ctx: RequestContext) -> Any:
     except orjson.JSONDecodeError:
         ctx.upstream_error = "protocol"
         raise errors.upstream_protocol_error() from None
+
+
+async def _read_capped(response: Any) -> bytes | None:
+    """The body, or None past MAX_UPSTREAM_JSON_BYTES (a runaway upstream is not buffered)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.stream():
+        size += len(chunk)
+        if size > MAX_UPSTREAM_JSON_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from gateway import errors
 from gateway.context import RequestContext
@@ -78,12 +79,13 @@ async def forward(
     ctx: RequestContext, scope: Scope, receive: Any, send: Any,
     target: ProxyTarget, options: ProxyOptions, *, trusted: bool,
     drop_headers: frozenset[bytes] = frozenset(), identity: list[tuple[bytes, bytes]] | None = None,
+    drop_query: frozenset[bytes] = frozenset(),
 ) -> None:
     """Proxy one request; raise `GatewayError` for anything answered before the response starts."""
     ctx.upstream = target.name
     headers: list[tuple[bytes, bytes]] = scope["headers"]
     body, stream = await _request_body(headers, receive, options)
-    url = target.url + _target_path(scope)
+    url = target.url + _target_path(scope, drop_query)
     client = _client_info(scope, headers)
     via = f"{scope.get('http_version', '1.1')} {options.via_name}".encode()
     outgoing = upstream_request_headers(
@@ -137,7 +139,6 @@ async def _relay(
     response: UpstreamResponse, options: ProxyOptions, via: bytes,
 ) -> None:
     headers = client_response_headers(response.headers, via)
-    ctx.status = response.status
     if scope["method"] == "HEAD" or response.status in _NO_BODY_STATUS:
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
@@ -196,9 +197,12 @@ def _response_length(headers: list[tuple[bytes, bytes]]) -> int | None:
     return None
 
 
-def _target_path(scope: Scope) -> str:
+def _target_path(scope: Scope, drop_query: frozenset[bytes] = frozenset()) -> str:
     raw = scope.get("raw_path") or scope["path"].encode("utf-8")
     query = scope.get("query_string", b"")
+    if drop_query and query:
+        query = b"&".join(pair for pair in query.split(b"&")
+                          if unquote_to_bytes(pair.split(b"=", 1)[0]) not in drop_query)
     target = raw.decode("latin-1")
     return f"{target}?{query.decode('latin-1')}" if query else target
 

@@ -11,7 +11,7 @@ import asyncio
 import logging
 
 from gateway import observability
-from gateway.loader import ConfigError, fingerprint, load_config, policies_folder
+from gateway.loader import ConfigError, LoadedConfig, fingerprint, load_config, policies_folder
 from gateway.runtime import Runtime
 
 log = logging.getLogger("aigw.reload")
@@ -24,8 +24,8 @@ class Reloader:
         self._lock = asyncio.Lock()
         self._seen = self._fingerprint()
 
-    def _fingerprint(self) -> bytes:
-        loaded = self.runtime.current.loaded
+    def _fingerprint(self, loaded: LoadedConfig | None = None) -> bytes:
+        loaded = loaded or self.runtime.current.loaded
         return fingerprint(loaded.sources, policies_folder(loaded))
 
     async def reload(self, reason: str) -> bool:
@@ -40,7 +40,15 @@ class Reloader:
                 log.error("config reload rejected; the last good config keeps serving",
                           extra={"fields": {"reason": reason, "errors": problems}})
                 return False
-            generation = self.runtime.swap(loaded)
+            try:
+                generation = self.runtime.swap(loaded)
+            except Exception as exc:  # a config that validates but cannot be built
+                observability.CONFIG_RELOADS.labels("failure").inc()
+                log.error("config reload failed while building; the last good config keeps "
+                          "serving", extra={"fields": {"reason": reason,
+                                                       "error": type(exc).__name__}})
+                self._seen = self._fingerprint(loaded)
+                return False
             self._seen = self._fingerprint()
             observability.CONFIG_RELOADS.labels("success").inc()
             log.info("config reloaded",

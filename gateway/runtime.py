@@ -76,6 +76,7 @@ class Runtime:
         self._storages: dict[tuple[str, str, str, float], Any] = {}
         self.current = Generation(1, loaded, transports, self._storage(loaded))
         self.draining = False
+        self._live: list[Generation] = [self.current]  # serving, or still finishing requests
         self._retiring: set[asyncio.Task[None]] = set()
         observability.CONFIG_GENERATION.set(1)
 
@@ -88,8 +89,9 @@ class Runtime:
             transports[name] = old.transports[name] if reuse else create_transport(upstream)
         new = Generation(old.number + 1, loaded, transports, self._storage(loaded))
         self.current = new
+        self._live.append(new)
         observability.CONFIG_GENERATION.set(new.number)
-        task = asyncio.ensure_future(self._retire(old, new))
+        task = asyncio.ensure_future(self._retire(old))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
         return new
@@ -106,12 +108,14 @@ class Runtime:
             self._storages[key] = create_counter(*key)
         return self._storages[key]
 
-    async def _retire(self, old: Generation, new: Generation) -> None:
+    async def _retire(self, old: Generation) -> None:
+        """Once `old` has no request left, close what no other live generation still uses."""
         await old.drained()
+        self._live.remove(old)
         await old.pipeline.aclose()
-        kept = {id(transport) for transport in new.transports.values()}
+        in_use = {id(t) for generation in self._live for t in generation.transports.values()}
         for transport in old.transports.values():
-            if id(transport) not in kept:
+            if id(transport) not in in_use:
                 await transport.aclose()
         log.info("config generation retired", extra={"fields": {"generation": old.number}})
 

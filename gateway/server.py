@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import signal
 from collections.abc import Generator, Sequence
 from typing import Any
@@ -39,7 +40,7 @@ def listener(
     config = uvicorn.Config(
         app, host=host, port=port, lifespan=lifespan, loop="none", http="httptools",
         log_config=None, access_log=False, server_header=False, proxy_headers=False,
-        timeout_graceful_shutdown=int(grace), timeout_keep_alive=15,
+        timeout_graceful_shutdown=math.ceil(grace), timeout_keep_alive=15,
     )
     return Server(config)
 

@@ -11,6 +11,7 @@ GET|POST|... /echo/...   -> JSON: method, raw path, query, headers (as a list), 
 /hop                     -> a response carrying hop-by-hop fields
 /count                   -> how many requests reached this upstream so far
 /own-limits              -> a response with the upstream's own (strict) RateLimit fields
+/truncated               -> declares 100 bytes, sends 5, and drops the connection
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                (b"ratelimit-reset", b"30"), (b"ratelimit-policy", b'"upstream";q=10;w=60'),
                (b"ratelimit", b'"upstream";r=1;t=30')]
         await _respond(send, 200, b"{}", own)
+    elif path == "/truncated":
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", b"100")]})
+        await send({"type": "http.response.body", "body": b"short"})
     elif path == "/count":
         await _respond(send, 200, json.dumps({"requests": _state["requests"]}).encode())
     else:

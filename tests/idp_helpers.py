@@ -51,7 +51,10 @@ class SigningKey:
         headers = {"kid": overrides.pop("kid", self.kid)}
         claims.update(overrides)
         claims = {k: v for k, v in claims.items() if v is not None}
-        return jwt.encode(claims, self.private, algorithm=self.algorithm, headers=headers)
+        # Signed as raw JWS, so claims pyjwt would refuse to encode (a list as iss) can be sent.
+        payload = json.dumps(claims).encode()
+        return jwt.api_jws.encode(payload, self.private, algorithm=self.algorithm,
+                                  headers={**headers, "typ": "JWT"})
 
 
 def hs256_with_public_key(key: SigningKey) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import math
 from collections.abc import Iterator
 
@@ -270,6 +272,11 @@ def test_vector_pagination_slices_at_the_gateway(gateway: Gateway):
     assert first["results"][0]["score"] >= second["results"][0]["score"]
 
 
+def test_a_cursor_with_any_bytes_is_refused_not_a_500(gateway: Gateway):
+    body = {"query": "refund", "collection": "articles", "cursor": "abc.é\u2603"}
+    assert_error(search(gateway, body), 400, "invalid_request")
+
+
 def test_cursors_cannot_be_forged_or_replayed_against_another_query(gateway: Gateway):
     body = {"query": "refund", "collection": "articles", "top_k": 2}
     cursor = search(gateway, body).json()["meta"]["next_cursor"]
@@ -298,12 +305,25 @@ def test_chunk_has_hash_date_and_etag_and_honours_if_none_match(gateway: Gateway
 @pytest.mark.parametrize("path,key", [
     ("/chunks/articles:art-9999", None), ("/chunks/nope:art-0001", None),
     ("/chunks/staff:art-0001", None), ("/chunks/staff:art-0001", "reader-key"),
-    ("/chunks/garbage", None),
+    ("/chunks/garbage", None), ("/chunks/articles:..", None),
+    ("/chunks/articles:..%2Fusers%2Fu-001%2Fmessages", None), ("/chunks/articles:a%2F..", None),
+    ("/chunks/articles:a/../b", None),
 ])
 def test_unknown_and_unreadable_chunks_look_alike(gateway: Gateway, path: str, key: str | None):
     headers = {"x-api-key": key} if key else {}
-    body = assert_error(httpx.get(gateway.url + path, headers=headers), 404, "not_found")
-    assert "staff" not in body["message"]
+    connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=10)
+    try:  # sent byte for byte: httpx would resolve the dot segments before sending
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        status, body = response.status, json.loads(response.read())
+    finally:
+        connection.close()
+    if status == 400:  # dot segments and encoded slashes are refused before any routing
+        assert body["error"]["code"] == "invalid_path"
+    else:
+        assert (status, body["error"]) == (404, "not_found")
+        assert "staff" not in body["message"]
+    assert "users area" not in json.dumps(body) and "jade" not in json.dumps(body)
 
 
 def test_private_chunks_for_those_allowed(gateway: Gateway):
@@ -350,6 +370,24 @@ def test_upstream_failure_is_503_internal_error_without_upstream_detail(
                          "internal_error")
     assert error["details"] == {"reason": "upstream_unavailable"}
     assert "127.0.0.1" not in str(error)
+
+
+def test_upstream_calls_carry_gateway_credentials_and_caller_identity(
+    echo, gateway_factory, tmp_path, backend
+):
+    config = aidre_gateway_config(backend, tmp_path)
+    config["upstreams"]["echo"] = {"url": echo, "add_headers": {"X-Upstream-Key": "gw-secret"}}
+    headers_as_hits = {"items": "headers", "id": "[0]", "text": "[1]"}
+    echoed = collection("echo", description="What the upstream received.")
+    echoed["text_search"]["mapping"] = headers_as_hits
+    config["aidre"]["collections"]["echoed"] = echoed
+    gateway = gateway_factory(config)
+    body = {"query": "x", "collection": "echoed", "top_k": 50}
+    received = {r["id"].removeprefix("echoed:"): r["text"]
+                for r in search(gateway, body, key="reader-key").json()["results"]}
+    assert received["x-upstream-key"] == "gw-secret"
+    assert received["x-aigw-subject"] == "reader"
+    assert "x-api-key" not in received and received["via"] == "1.1 aigw"
 
 
 def test_bad_vectors_never_reach_the_upstream(echo, gateway_factory, tmp_path, backend):

@@ -111,13 +111,22 @@ BAD_BEARERS = {
     "10 KB token": (lambda: "a" * 10240, "invalid_token"),
     "not a token68": (lambda: "bad token!", "invalid_request"),
     "unrecognised token kind": (lambda: K1.token(pdpp_token_kind="admin"), "invalid_token"),
+    "token kind of the wrong type": (lambda: K1.token(pdpp_token_kind=["owner"]),
+                                     "invalid_token"),
+    "issuer that is not a string": (lambda: K1.token(iss=["https://idp.test"]), "invalid_token"),
+    "details of the wrong shape": (lambda: K1.token(authorization_details=[{"type": ["x"]}],
+                                                    pdpp_grant="x"), None),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_BEARERS))
 def test_bad_bearer_tokens_get_401_with_a_challenge(get, case: str):
     make, error = BAD_BEARERS[case]
-    assert_refused(get("/echo/articles", make()), 401, error)
+    response = get("/echo/articles", make())
+    if error is None:  # odd but harmless claims: the token is honoured, never a 500
+        assert response.status_code == 200
+        return
+    assert_refused(response, 401, error)
 
 
 def test_two_authorization_headers_are_refused(get):
@@ -132,8 +141,11 @@ def test_token_in_query_string_is_refused_by_default(get):
 
 def test_token_in_query_string_when_config_allows_it(idp, echo, gateway_factory):
     allowing = gateway_factory(auth_config(idp, echo, allow_query_token=True))
-    response = httpx.get(allowing.url + "/echo/articles", params={"access_token": K1.token()})
+    token = K1.token()
+    response = httpx.get(allowing.url + "/echo/articles",
+                         params=[("page", "2"), ("access_token", token), ("q", "x")])
     assert response.status_code == 200
+    assert response.json()["query"] == "page=2&q=x"  # the token stays at the gateway
 
 
 def test_missing_token_gets_a_bare_challenge(get):
@@ -155,9 +167,10 @@ def test_valid_token_reaches_the_upstream_with_identity_but_without_the_token(ge
 
 def test_spoofed_identity_headers_are_removed(get):
     spoofed = [("x-aigw-subject", "root"), ("X-Aigw-Scopes", "admin"),
-               ("x-aigw-token-kind", "owner")]
+               ("x-aigw-token-kind", "owner"), ("X-Aigw_Subject", "root"),
+               ("x_aigw_scopes", "admin")]
     anonymous = get("/public/x", headers=spoofed).json()
-    assert not [h for h in anonymous["headers"] if h[0].startswith("x-aigw-")]
+    assert not [h for h in anonymous["headers"] if h[0].replace("_", "-").startswith("x-aigw-")]
     authenticated = get("/echo/articles", K1.token(), headers=spoofed).json()
     received = [h for h in authenticated["headers"] if h[0].startswith("x-aigw-")]
     assert ["x-aigw-subject", "alice"] in received and ["x-aigw-subject", "root"] not in received

@@ -81,3 +81,19 @@ def test_scopes_from_scope_string_or_scp_array_and_kind_from_its_claim():
 def test_unusable_claims_are_refused(claims):
     with pytest.raises(ClaimsError):
         principal(claims)
+
+
+def test_route_rules_match_segments_and_let_get_cover_head():
+    from gateway.auth.config import Auth
+    from gateway.auth.routes import RouteTable
+
+    auth = Auth.model_validate({"resource": "https://x", "routes": [
+        {"path": "/admin", "methods": ["get"], "scopes": ["admin"]},
+        {"path": "/public", "public": True}]})
+    table = RouteTable(auth)
+    for path in ("/admin", "/admin/x", "/admin;jsessionid=1"):
+        assert table.access(path, "GET").scopes == {"admin"}, path
+        assert table.access(path, "HEAD").scopes == {"admin"}, path
+    assert table.access("/administrator", "GET").public is False  # default: authenticated
+    assert table.access("/administrator", "GET").scopes == frozenset()
+    assert table.access("/admin/x", "POST").scopes == frozenset()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import http.client
 import json
 import os
 import time
@@ -49,10 +50,35 @@ def header_values(echo: dict, name: str) -> list[str]:
 
 @pytest.mark.parametrize("method", ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
 def test_method_path_and_query_reach_the_upstream_unchanged(client: httpx.Client, method: str):
-    echo = echoed(client.request(method, "/echo/a%2Fb/%C3%A9?x=1&x=2&q=a%20b&empty="))
+    echo = echoed(client.request(method, "/echo/a%20b/%C3%A9?x=1&x=2&q=a%20b&empty="))
     assert echo["method"] == method
-    assert echo["raw_path"] == "/echo/a%2Fb/%C3%A9"
+    assert echo["raw_path"] == "/echo/a%20b/%C3%A9"
     assert echo["query"] == "x=1&x=2&q=a%20b&empty="
+
+
+@pytest.mark.parametrize("path", [
+    "/echo/../count", "/echo/./x", "/echo/..", "//echo", "/echo//x", "/echo/%2e%2e/count",
+    "/echo/%2E./x", "/echo/a%2Fb", "/echo/a%5cb", "/echo\\x", "/echo/..;/x",
+])
+def test_ambiguous_paths_are_refused_before_the_upstream(gateway: Gateway, path: str):
+    before = httpx.get(gateway.url + "/count").json()["requests"]
+    status, headers, body = raw_get(gateway.port, path)
+    assert status == 400, body
+    assert json.loads(body)["error"]["code"] == "invalid_path"
+    assert json.loads(body)["error"]["request_id"] == headers["x-request-id"]
+    assert httpx.get(gateway.url + "/count").json()["requests"] == before + 1
+
+
+def raw_get(port: int, target: str) -> tuple[int, dict[str, str], bytes]:
+    """A request with its target sent byte for byte (httpx would normalise it first)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", target)
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, \
+            response.read()
+    finally:
+        connection.close()
 
 
 def test_head_gets_headers_without_body(client: httpx.Client):
@@ -153,8 +179,10 @@ def test_via_is_added_both_ways(client: httpx.Client):
 def test_forwarded_fields_from_an_untrusted_client_are_replaced(client: httpx.Client,
                                                                gateway: Gateway):
     spoofed = {"x-forwarded-for": "203.0.113.9", "x-forwarded-proto": "https",
-               "x-forwarded-host": "evil.example", "forwarded": "for=203.0.113.9"}
+               "x-forwarded-host": "evil.example", "forwarded": "for=203.0.113.9",
+               "x_forwarded_for": "198.51.100.7", "X_Forwarded-Host": "evil.example"}
     echo = echoed(client.get("/echo", headers=spoofed))
+    assert not [name for name, _ in echo["headers"] if "_" in name]
     assert header_values(echo, "x-forwarded-for") == ["127.0.0.1"]
     assert header_values(echo, "x-forwarded-proto") == ["http"]
     assert header_values(echo, "x-forwarded-host") == [f"127.0.0.1:{gateway.port}"]
@@ -213,6 +241,21 @@ def test_chunked_body_over_the_limit_is_refused(gateway: Gateway):
     parts = (b"x" * 65536 for _ in range(MAX_BODY // 65536 + 2))
     response = httpx.post(gateway.url + "/echo", content=parts, timeout=10)
     assert_gateway_error(response, 413, "request_too_large")
+
+
+def test_a_truncated_upstream_body_is_a_502_not_a_bare_500(client: httpx.Client):
+    assert_gateway_error(client.get("/truncated"), 502, "upstream_error")
+
+
+def test_a_request_target_that_is_no_path_is_refused(gateway: Gateway):
+    connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=10)
+    try:
+        connection.request("OPTIONS", "*")
+        response = connection.getresponse()
+        assert response.status == 400
+        assert json.loads(response.read())["error"]["code"] == "invalid_path"
+    finally:
+        connection.close()
 
 
 def test_upstream_timeout_is_a_504(client: httpx.Client):

@@ -86,9 +86,18 @@ def test_burst_is_a_second_limit_and_the_closest_one_is_reported(echo, gateway_f
     responses = [call(gateway, "basic-key") for _ in range(4)]
     assert [r.status_code for r in responses] == [200, 200, 200, 429]
     first = responses[0]
-    assert first.headers["ratelimit-policy"] == '"api";q=100;w=60, "api-burst";q=3;w=1'
+    assert first.headers["ratelimit-policy"] == '"api-burst";q=3;w=1, "api";q=100;w=60'
     assert first.headers["ratelimit-limit"] == "3"  # burst: 2 left beats 99 left
     assert first.headers["ratelimit"].startswith('"api-burst";r=2;')
+
+
+def test_requests_refused_by_the_burst_do_not_use_up_the_main_limit(echo, gateway_factory):
+    gateway = gateway_factory(config(echo, {}, limit="5/minute", burst="2/second", tiers=[]))
+    assert [call(gateway, "basic-key").status_code for _ in range(5)] == [200, 200] + [429] * 3
+    time.sleep(1.1)  # a fresh burst window; the minute has only counted the 2 served requests
+    assert [call(gateway, "basic-key").status_code for _ in range(2)] == [200, 200]
+    time.sleep(1.1)
+    assert [call(gateway, "basic-key").status_code for _ in range(2)] == [200, 429]
 
 
 def test_header_styles_can_be_switched_off(echo, gateway_factory):

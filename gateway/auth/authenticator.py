@@ -88,11 +88,15 @@ class Authenticator:
 
     def _principal(self, claims: dict, kind_claim: str | None, default_kind: str,
                    grant_claim: str | None) -> Principal:
-        return principal_from_claims(
-            claims, kind_claim=kind_claim, default_kind=default_kind, grant_claim=grant_claim,
-            detail_types=self.auth.authorization_details_types,
-            scope_grants=self.auth.scope_grants,
-        )
+        try:
+            return principal_from_claims(
+                claims, kind_claim=kind_claim, default_kind=default_kind,
+                grant_claim=grant_claim, detail_types=self.auth.authorization_details_types,
+                scope_grants=self.auth.scope_grants,
+            )
+        except (TypeError, AttributeError, KeyError) as exc:
+            # Claims of unexpected shapes: an authentic token we still cannot honour.
+            raise ClaimsError("The token's claims cannot be used.") from exc
 
     def _refuse(self, status: int, code: str, description: str | None = None,
                 scope: str | None = None) -> Decision:

@@ -92,9 +92,12 @@ class ApiKeys(Strict):
     keys: list[ApiKey] = []
 
 
+Method = Annotated[str, AfterValidator(str.upper)]
+
+
 class RouteRule(Strict):
     path: PathPrefix = Field(description="Path prefix; the longest matching rule applies.")
-    methods: list[str] | None = None
+    methods: list[Method] | None = Field(None, description="GET also covers HEAD.")
     scopes: list[str] = Field([], description="Every one of these scopes is required.")
     public: bool = Field(False, description="Anonymous callers allowed (a token is still checked).")
 

@@ -22,6 +22,9 @@ class IdentityForwarding:
             if auth.api_keys is not None:
                 drop.add(auth.api_keys.header.lower().encode("latin-1"))
         self.drop = frozenset(drop)
+        # A token accepted from ?access_token= must not travel on in the query either.
+        query_token = auth is not None and auth.allow_query_token and not auth.forward_token
+        self.drop_query = frozenset({b"access_token"}) if query_token else frozenset()
 
     def headers(self, principal: Principal) -> RawHeaders:
         if principal.is_anonymous:

@@ -37,8 +37,9 @@ def _stream_grant(entry: Mapping[str, Any]) -> StreamGrant:
                               and all(isinstance(f, str) for f in fields)):
         raise GrantError('grant fields must be a list of names or "*"')
     constraint = entry.get("time_constraint") or {}
-    if not isinstance(constraint, dict):
-        raise GrantError("time_constraint must be an object")
+    if not isinstance(constraint, dict) or not all(
+            isinstance(constraint.get(k), str | None) for k in ("field", "since", "until")):
+        raise GrantError("time_constraint must be an object of strings")
     return StreamGrant(
         None if fields == "*" else frozenset(fields),
         constraint.get("field"), constraint.get("since"), constraint.get("until"),
@@ -54,7 +55,9 @@ def grant_from_claims(
         if not isinstance(details, list):
             raise GrantError("authorization_details must be a list")
         wanted = set(detail_types)
-        matching = [d for d in details if isinstance(d, dict) and d.get("type") in wanted]
+        matching = [d for d in details
+                    if isinstance(d, dict) and isinstance(d.get("type"), str)
+                    and d["type"] in wanted]
         if matching:
             return merge([grant_from_streams(d.get("streams"), d.get("grant_id"))
                           for d in matching])

@@ -36,7 +36,8 @@ class JwtVerifier:
             unverified = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
             raise InvalidToken("The token is malformed.") from None
-        entry = self._issuers.get(unverified.get("iss"))
+        issuer_claim = unverified.get("iss")
+        entry = self._issuers.get(issuer_claim) if isinstance(issuer_claim, str) else None
         if entry is None:
             raise NotOurs()
         issuer, jwks = entry

@@ -33,7 +33,7 @@ def kind_of(claims: Mapping[str, Any], claim: str | None, default: str) -> Token
     value = claims.get(claim) if claim else None
     if value is None:
         return _KINDS[default]
-    if value not in _KINDS:
+    if not isinstance(value, str) or value not in _KINDS:
         raise ClaimsError("unrecognised token kind")
     return _KINDS[value]
 

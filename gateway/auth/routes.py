@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.auth.config import Auth
-from gateway.paths import matches_prefix
+from gateway.paths import matches_prefix, method_covered
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,7 @@ class RouteTable:
         if path in self._public_paths:
             return Access(public=True)
         for rule in self._rules:
-            if matches_prefix(rule.path, path) and (rule.methods is None or method in rule.methods):
+            if matches_prefix(rule.path, path) and method_covered(method, rule.methods):
                 return Access(rule.public, frozenset(rule.scopes))
         return self._default
 

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import limits
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from gateway.auth.config import PathPrefix, TokenKindName
+from gateway.auth.config import Method, PathPrefix, TokenKindName
 
 _SCHEMES = ("memory", "redis", "rediss", "redis+unix", "redis+cluster", "redis+sentinel")
 
@@ -22,8 +22,19 @@ def _rate(value: str) -> str:
 
 
 def _storage(value: str) -> str:
-    if urlsplit(value).scheme not in _SCHEMES:
+    parts = urlsplit(value)
+    if parts.scheme not in _SCHEMES:
         raise ValueError(f"expected a storage URL with a scheme among {', '.join(_SCHEMES)}")
+    try:
+        ports = [urlsplit(f"//{hostport}").port for hostport in parts.netloc.split(",")]
+    except ValueError:
+        ports = None
+    if ports is None or (parts.scheme != "memory" and not parts.netloc
+                         and parts.scheme != "redis+unix"):
+        raise ValueError("expected host:port (a valid port number) in the storage URL")
+    if parts.scheme == "redis+sentinel" and not parts.path.strip("/"):
+        raise ValueError("expected the sentinel service name as the URL path, "
+                         "e.g. redis+sentinel://host:26379/mymaster")
     return value
 
 
@@ -47,7 +58,7 @@ class Tier(Strict):
 class Rule(Strict):
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
     paths: list[PathPrefix] = Field(["/"], description="Path prefixes the rule counts.")
-    methods: list[str] | None = None
+    methods: list[Method] | None = Field(None, description="GET also covers HEAD.")
     key: Literal["client", "subject", "client_id", "address"] = Field(
         "client",
         description="Whom to count: client (client id, else subject, else address), subject, "

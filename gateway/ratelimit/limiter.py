@@ -11,7 +11,7 @@ import limits
 from gateway.context import RequestContext
 from gateway.model import ALLOW, Decision, Principal, deny
 from gateway.observability import RATE_LIMIT_DECISIONS, RATE_LIMIT_STORE_ERRORS
-from gateway.paths import matches_prefix
+from gateway.paths import matches_prefix, method_covered
 from gateway.ratelimit.config import RateLimits, Rule, Tier
 from gateway.ratelimit.counters import StoreUnavailable, WindowCounter
 
@@ -40,8 +40,7 @@ class CompiledRule:
         self.tiers = [(tier, _compile(rule.name, tier.limit, tier.burst)) for tier in rule.tiers]
 
     def applies(self, path: str, method: str) -> bool:
-        methods = self.rule.methods
-        return (methods is None or method in methods) and any(
+        return method_covered(method, self.rule.methods) and any(
             matches_prefix(prefix, path) for prefix in self.rule.paths)
 
     def limits_for(self, principal: Principal) -> _Limits:
@@ -121,9 +120,10 @@ class Limiter:
 
 
 def _compile(name: str, limit: str, burst: str | None) -> _Limits:
+    """The burst is counted first: a request it refuses never costs the longer window."""
     items = [(name, limits.parse(limit))]
     if burst is not None:
-        items.append((f"{name}-burst", limits.parse(burst)))
+        items.insert(0, (f"{name}-burst", limits.parse(burst)))
     return _Limits(tuple(items))
 
 

@@ -7,6 +7,7 @@ the pipeline, and renders in AIDRE's dialect; no collection-specific code lives 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +26,8 @@ from gateway.surfaces.cursors import CursorSigner, InvalidCursor
 from gateway.surfaces.retrieval import CompiledCollection, Operation
 
 _MEDIA_TYPES = ("application/aidre+json", "application/json")
+# An item id goes into an upstream path: nothing that could change which path that is.
+_CHUNK_ID = re.compile(r"[A-Za-z0-9._~-]{1,256}")
 
 
 class AidreSurface:
@@ -100,7 +103,7 @@ class ChunkSurface(AidreSurface):
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
         collection, _, item = request.path_params["id"].partition(":")
-        if not item:
+        if not _CHUNK_ID.fullmatch(item) or item in (".", ".."):
             raise GatewayError(404, "not_found", "No such chunk.")
         return Query(collection=collection, filters={"id": item})
 
@@ -115,7 +118,7 @@ class ChunkSurface(AidreSurface):
             raise GatewayError(404, "not_found", "No such chunk.")
         document = render.chunk(hits[0], self.collections[query.collection or ""],
                                 ctx.request_id)
-        etag = '"' + document["content_hash"].rsplit(":", 1)[-1][:32] + '"'
+        etag = '"' + _digest(document["content_hash"].encode()) + '"'
         headers = {"etag": etag, "cache-control": "private, no-cache"}
         if etag in self.if_none_match:
             return Response(status_code=304, headers=headers)

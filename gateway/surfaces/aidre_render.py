@@ -77,8 +77,9 @@ def metadata(hit: Hit, collection: CompiledCollection) -> dict[str, Any]:
 def chunk(hit: Hit, collection: CompiledCollection, request_id: str) -> dict[str, Any]:
     text = hit.text or ""
     meta = metadata(hit, collection)
-    content_hash = meta.get("content_hash") or "sha256:" + hashlib.sha256(
-        text.encode()).hexdigest()
+    content_hash = meta.get("content_hash")
+    if not isinstance(content_hash, str) or not content_hash.isprintable():
+        content_hash = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
     meta["content_hash"] = content_hash
     document = {"request_id": request_id, "id": f"{collection.name}:{hit.id}",
                 "collection": collection.name, "text": text, "content_hash": content_hash}

@@ -37,7 +37,7 @@ class CursorSigner:
     def offset(self, cursor: str, query: Any) -> int:
         """The offset a cursor continues from; `InvalidCursor` unless it is ours and fits."""
         body, _, signature = cursor.partition(".")
-        if not body or not hmac.compare_digest(signature, self._sign(body)):
+        if not body or not hmac.compare_digest(signature.encode(), self._sign(body).encode()):
             raise InvalidCursor("The cursor is not valid.")
         try:
             payload = orjson.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
