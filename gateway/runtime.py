@@ -46,7 +46,9 @@ class Generation:
         self.endpoints = build_endpoints(settings, loaded.modified)
         self.collections, self.routes = _surfaces(settings)
         self.error_renderers = _error_renderers(settings)
-        public = frozenset(self.endpoints) | {"/.well-known/ai-discovery"}
+        # Discovery stays public whatever the route rules say.
+        public = frozenset(self.endpoints) | {
+            route.path for route in self.routes if route.name.endswith(".discovery")}
         self.identity = IdentityForwarding(settings.auth)
         self.pipeline = Pipeline.from_config(loaded, public, storage, self.collections)
         self.active = 0

@@ -463,3 +463,13 @@ def test_aidre_needs_the_public_base_url_for_its_absolute_endpoints(backend, tmp
     with pytest.raises(ConfigError) as caught:
         load_config(file, env={})
     assert [issue.path for issue in caught.value.issues] == ["public_base_url"]
+
+
+def test_discovery_stays_public_when_everything_else_needs_a_token(
+    backend, gateway_factory, tmp_path
+):
+    config = aidre_gateway_config(backend, tmp_path)
+    config["auth"]["default_access"] = "authenticated"
+    closed = gateway_factory(config)
+    assert httpx.get(closed.url + "/.well-known/ai-discovery").status_code == 200
+    assert_error(httpx.get(closed.url + "/collections"), 401, "unauthorized")

@@ -78,7 +78,7 @@ class AidreSurface:
         collection = self.collections[query.collection or ""]
         operation = collection.vector_search if query.vector is not None \
             else collection.text_search
-        if operation is not None and not _upstream_paginates(operation):
+        if operation is not None and not operation.paginates:
             hits = hits[query.offset:]
         page = hits[:query.top_k]
         meta: dict[str, Any] = {"returned": len(page), "top_k": query.top_k}
@@ -201,12 +201,6 @@ def _auth_summary(generation: Any) -> dict[str, Any]:
 
 def _call(generation: Any, operation: Operation, values: dict[str, Any]) -> UpstreamCall:
     return operation.call(generation.targets[operation.settings.upstream], values)
-
-
-def _upstream_paginates(operation: Operation) -> bool:
-    settings = operation.settings
-    templates = [settings.path, *settings.query.values(), orjson.dumps(settings.body).decode()]
-    return any("{offset}" in template for template in templates)
 
 
 def _cursor_key(query: Query) -> dict[str, Any]:

@@ -21,6 +21,7 @@ PLACEHOLDERS = frozenset({"query", "vector", "top_k", "offset", "limit", "fetch"
 class Operation:
     settings: UpstreamOperation
     mapping: HitMapping
+    paginates: bool  # the upstream applies {offset} itself; otherwise the gateway slices
 
     def call(self, target: ProxyTarget, values: dict[str, Any]) -> UpstreamCall:
         path = _WHOLE.sub(lambda m: quote(str(values[m.group(1)]), safe=""), self.settings.path)
@@ -78,7 +79,8 @@ def _operation(settings: UpstreamOperation, where: str, upstreams: set[str]) -> 
     if unknown:
         raise MappingError(where, f"unknown placeholder {{{sorted(unknown)[0]}}}; "
                                   f"known: {', '.join(sorted(PLACEHOLDERS))}")
-    return Operation(settings, compile_mapping(settings.mapping, f"{where}.mapping"))
+    return Operation(settings, compile_mapping(settings.mapping, f"{where}.mapping"),
+                     "offset" in _placeholders(settings))
 
 
 def _placeholders(settings: UpstreamOperation) -> set[str]:
