@@ -14,7 +14,9 @@ from gateway.headers import client_address, is_trusted
 from gateway.paths import ambiguity
 from gateway.proxy import ClientDisconnected, forward
 from gateway.ratelimit.fields import with_rate_limit_fields
+from gateway.routing import Document
 from gateway.runtime import Generation, Runtime
+from gateway.surface import Mount
 
 Scope = dict[str, Any]
 log = logging.getLogger("aigw.app")
@@ -65,16 +67,26 @@ class GatewayApp:
     async def _handle(
         self, generation: Generation, ctx: RequestContext, scope: Scope, receive: Any, send: Any
     ) -> None:
-        reason = ambiguity(scope["path"], scope.get("raw_path"))
+        path = scope["path"]
+        document = generation.owners.documents.get(path)
+        owner = document.owner if document is not None else generation.owners.owner(path)
+        if owner is not None:
+            ctx.surface = owner.name
+        reason = ambiguity(path, scope.get("raw_path"))
         if reason is not None:
-            raise errors.GatewayError(400, "invalid_path", f"Refused: {reason}.")
-        endpoint = generation.endpoints.get(scope["path"])
-        if endpoint is not None:
-            ctx.surface = endpoint.surface
-            await endpoint(scope, receive, send)
+            error = errors.GatewayError(400, "invalid_path", f"Refused: {reason}.")
+            await _answer_error(owner, error, ctx, scope, receive, send)
             return
-        if await _dispatch_surface(generation, ctx, scope, receive, send):
-            return
+        if document is not None:
+            await _serve_document(document, ctx, scope, receive, send)
+        elif owner is not None:
+            await _dispatch_surface(owner, generation, ctx, scope, receive, send)
+        else:
+            await self._passthrough(generation, ctx, scope, receive, send)
+
+    async def _passthrough(
+        self, generation: Generation, ctx: RequestContext, scope: Scope, receive: Any, send: Any
+    ) -> None:
         target = generation.default_target
         if target is None:
             raise errors.no_route()
@@ -99,48 +111,66 @@ class GatewayApp:
                 return
 
 
-async def _dispatch_surface(
-    generation: Generation, ctx: RequestContext, scope: Scope, receive: Any, send: Any
-) -> bool:
-    """Hand the request to the spec surface route that matches it; False when none does."""
+async def _serve_document(document: Document, ctx: RequestContext, scope: Scope,
+                          receive: Any, send: Any) -> None:
+    if ctx.surface == "passthrough":
+        ctx.surface = getattr(document.endpoint, "surface", "gateway")
+    if scope["method"] not in ("GET", "HEAD"):
+        error = errors.GatewayError(405, "method_not_allowed", "Use GET or HEAD here.",
+                                    {"allowed": ["GET", "HEAD"]}, (("allow", "GET, HEAD"),))
+        await _answer_error(document.owner, error, ctx, scope, receive, send)
+        return
+    await _in_dialect(document.owner, document.endpoint, ctx, scope, receive, send)
+
+
+async def _dispatch_surface(owner: Mount, generation: Generation, ctx: RequestContext,
+                            scope: Scope, receive: Any, send: Any) -> None:
+    """Hand the request to the owner's matching route; its 404 or 405 when none matches."""
     wrong_method = None
-    for route in generation.routes:
+    for route in owner.routes:
         match, child = route.matches(scope)
         if match is Match.FULL:
-            ctx.surface = route.name.split(".")[0]
-            await _handle_in_dialect(route, generation, ctx, {**scope, **child,
-                                                              "aigw": (ctx, generation)},
-                                     receive, send)
-            return True
+            routed = {**scope, **child, "aigw": (ctx, generation)}
+            await _in_dialect(owner, route.handle, ctx, routed, receive, send)
+            return
         if match is Match.PARTIAL:
             wrong_method = route
     if wrong_method is None:
-        return False
-    ctx.surface = wrong_method.name.split(".")[0]
-    allowed = ", ".join(sorted(wrong_method.methods or ()))
-    error = errors.GatewayError(405, "invalid_request", f"Use {allowed} here.",
-                                {"allowed": sorted(wrong_method.methods or ())},
-                                (("allow", allowed),))
-    response = generation.error_renderers[ctx.surface](error, ctx.request_id)
-    await response(scope, receive, send)
-    return True
+        error = errors.GatewayError(404, "not_found", "Nothing is served at this path.")
+    else:
+        allowed = sorted(getattr(wrong_method, "methods", None) or ())
+        error = errors.GatewayError(405, "method_not_allowed", f"Use {', '.join(allowed)} here.",
+                                    {"allowed": allowed}, (("allow", ", ".join(allowed)),))
+    await _answer_error(owner, error, ctx, scope, receive, send)
 
 
-async def _handle_in_dialect(route: Any, generation: Generation, ctx: RequestContext,
-                             scope: Scope, receive: Any, send: Any) -> None:
-    """Run a surface route; whatever escapes it is answered in that surface's dialect."""
+async def _in_dialect(owner: Mount | None, endpoint: Any, ctx: RequestContext, scope: Scope,
+                      receive: Any, send: Any) -> None:
+    """Run a surface's endpoint; whatever escapes it is answered in that surface's dialect."""
     try:
-        await route.handle(scope, receive, send)
+        await endpoint(scope, receive, send)
     except ClientDisconnect:
         raise ClientDisconnected() from None
+    except errors.GatewayError as error:
+        if ctx.status:
+            raise
+        await _answer_error(owner, error, ctx, scope, receive, send)
     except Exception:
         if ctx.status:
             raise
         log.exception("unhandled error", extra={"fields": {"request_id": ctx.request_id}})
-        ctx.error_code = "internal_error"
-        response = generation.error_renderers[ctx.surface](errors.internal_error(),
-                                                           ctx.request_id)
-        await response(scope, receive, send)
+        await _answer_error(owner, errors.internal_error(), ctx, scope, receive, send)
+
+
+async def _answer_error(owner: Mount | None, error: errors.GatewayError, ctx: RequestContext,
+                        scope: Scope, receive: Any, send: Any) -> None:
+    """The failure in the dialect of the path's owner (the gateway's own for passthrough)."""
+    ctx.error_code = error.code
+    if owner is None:
+        await _send_error(send, ctx, error)
+        return
+    response = owner.render_error(error, ctx.request_id)
+    await response(scope, receive, send)
 
 
 def _tagging_send(send: Any, ctx: RequestContext, generation: Generation) -> Any:

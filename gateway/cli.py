@@ -4,30 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 
+from gateway import registry
+from gateway.console import load_or_exit, redact
 from gateway.demo.token_command import add_token_parser
-from gateway.loader import ConfigError, LoadedConfig, load_config
-from gateway.settings import Settings
 
 
 def config_schema() -> dict:
-    schema = Settings.model_json_schema()
+    schema = registry.settings_model().model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "aigw gateway configuration"
     return schema
-
-
-def load_or_exit(path: str) -> LoadedConfig:
-    try:
-        return load_config(path)
-    except ConfigError as exc:
-        print(f"{path}: invalid configuration ({len(exc.issues)} problem(s)):", file=sys.stderr)
-        for issue in exc.issues:
-            print(f"  {issue}", file=sys.stderr)
-        raise SystemExit(1) from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -42,11 +31,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"aigw: cannot start: {type(exc).__name__}: {redact(str(exc))}", file=sys.stderr)
         return 1
     return 0
-
-
-def redact(text: str) -> str:
-    """Credentials in URLs (scheme://user:secret@host) never reach a terminal or a log."""
-    return re.sub(r"(//)[^/@\s]+@", r"\1***@", text)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

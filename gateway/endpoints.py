@@ -1,6 +1,7 @@
 """Documents the gateway serves itself (discovery and metadata), rendered once per config.
 
-Each is public, cacheable and answers `If-None-Match` with 304.
+Each is public, cacheable and answers `If-None-Match` with 304. The app answers methods other
+than GET and HEAD before a document is called.
 """
 
 from __future__ import annotations
@@ -28,9 +29,6 @@ class StaticDocument:
         ]
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["method"] not in ("GET", "HEAD"):
-            await _send(send, 405, [(b"allow", b"GET, HEAD"), (b"content-length", b"0")], b"")
-            return
         if self._matches(scope["headers"]):
             await _send(send, 304, self._headers, b"")
             return

@@ -18,11 +18,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from gateway import registry
 from gateway.policy.config import PolicyPack
 from gateway.settings import Settings
-from gateway.surfaces.aidre_checks import aidre_problems, vector_rule_problems
-from gateway.surfaces.aiendpoint import ai_endpoint_problems
-from gateway.surfaces.catalog import surface_capabilities
 
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SECRET_WORDS = ("secret", "password", "token", "key", "credential")
@@ -146,7 +144,8 @@ def _interpolate(
 
 
 def _validate(raw: dict[str, Any], file: str, issues: list[ConfigIssue],
-              model: type[BaseModel] = Settings) -> Any:
+              model: type[BaseModel] | None = None) -> Any:
+    model = model or registry.settings_model()
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
@@ -181,10 +180,8 @@ def _cross_checks(settings: Settings, file: str) -> list[ConfigIssue]:
         issues.append(ConfigIssue(file, "admin.port",
                                   "expected a port other than listen.port: the admin listener "
                                   "must stay separate from the public one"))
-    extra = surface_capabilities(settings)
-    issues.extend(ConfigIssue(file, path, message) for path, message in
-                  [*ai_endpoint_problems(settings, extra_capabilities=extra),
-                   *aidre_problems(settings)])
+    issues.extend(ConfigIssue(file, path, message)
+                  for path, message in registry.config_problems(settings))
     return issues
 
 
@@ -213,7 +210,8 @@ def _read_policies(
         if pack is not None:
             policies[file.stem] = document
             issues.extend(ConfigIssue(str(file), path, message)
-                          for path, message in vector_rule_problems(settings, pack))
+                          for surface in registry.surfaces()
+                          for path, message in surface.policy_problems(settings, pack))
     return policies, files
 
 

@@ -22,6 +22,7 @@ class Query:
     filters: dict[str, Any] = field(default_factory=dict)
     offset: int = 0
     fields: frozenset[str] = frozenset()  # optional parts of each result the caller asked for
+    strict_fields: bool = False  # refuse, rather than drop, a requested part policy denies
 
 
 @dataclass(slots=True)

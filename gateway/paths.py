@@ -2,8 +2,8 @@
 
 The gateway decides on the path it sees and forwards the raw path it received, so a path that
 an upstream (or a client library in between) may read differently is refused rather than
-guessed at: dot segments, empty segments, backslashes and encoded slashes (Envoy and nginx
-offer the same protections as normalisation options).
+guessed at: dot segments, empty segments, backslashes, control characters and encoded
+slashes (Envoy and nginx offer the same protections as normalisation options).
 """
 
 from __future__ import annotations
@@ -13,12 +13,16 @@ import re
 _ENCODED_SEPARATOR = re.compile(rb"%(2f|5c)", re.IGNORECASE)
 _DOT_SEGMENT = re.compile(r"(^|/)\.{1,2}(/|;|$)")
 _ENCODED_DOT = re.compile(rb"%2e", re.IGNORECASE)
+# Control characters (a decoded %0A would otherwise end a route pattern's `$` match early).
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def ambiguity(path: str, raw_path: bytes | None) -> str | None:
     """Why a request path is refused, or None when it is plain."""
     if not path.startswith("/"):
         return "the request target must be an absolute path"
+    if CONTROL_CHARACTERS.search(path):
+        return "control characters are not accepted in paths"
     if "\\" in path or "//" in path:
         return "empty segments and backslashes are not accepted in paths"
     if _DOT_SEGMENT.search(path):

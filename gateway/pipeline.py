@@ -124,17 +124,17 @@ class Pipeline:
     @classmethod
     def from_config(
         cls, loaded: LoadedConfig, public_paths: frozenset[str], storage: Any = None,
-        collections: dict[str, Any] | None = None,
+        resources: dict[str, Any] | None = None,
     ) -> Pipeline:
-        """The stages a config asks for; `storage` is the rate-limit store to count in."""
+        """The stages a config asks for; `storage` is the rate-limit store to count in and
+        `resources` the surfaces' collections and streams the policy decides on."""
         settings = loaded.settings
         authenticator = limiter = None
         from gateway.policy.config import PolicyPack
         from gateway.policy.engine import PolicyEngine
 
-        denied = settings.aidre.denied_return_field if settings.aidre else "ignore"
         packs = [PolicyPack.model_validate(pack) for pack in loaded.policies.values()]
-        policy = PolicyEngine(collections or {}, packs, denied)
+        policy = PolicyEngine(resources or {}, packs)
         if settings.auth is not None:
             from gateway.auth.authenticator import Authenticator as BearerAuthenticator
             from gateway.auth.metadata import metadata_url, resource_identifier

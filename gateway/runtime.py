@@ -12,14 +12,16 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
-from gateway import observability
+from gateway import observability, registry
 from gateway.auth.forwarding import IdentityForwarding
-from gateway.discovery import build_endpoints
+from gateway.discovery import core_documents
 from gateway.headers import parse_networks
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
 from gateway.proxy import ProxyOptions, ProxyTarget
-from gateway.settings import Settings, Upstream
+from gateway.routing import PathOwners
+from gateway.settings import Upstream
+from gateway.surface import Mount, MountContext
 from gateway.upstream import Transport, create_transport
 
 log = logging.getLogger("aigw.runtime")
@@ -43,14 +45,15 @@ class Generation:
             settings.proxy.max_body_bytes, settings.proxy.buffer_bytes, settings.proxy.via
         )
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
-        self.endpoints = build_endpoints(settings, loaded.modified)
-        self.collections, self.routes = _surfaces(settings)
-        self.error_renderers = _error_renderers(settings)
+        self.mounts = _mount_surfaces(loaded)
+        self.owners = PathOwners(self.mounts, core_documents(settings))
+        self.resources = {name: resource for mount in self.mounts
+                          for name, resource in mount.resources.items()}
         # Discovery stays public whatever the route rules say.
-        public = frozenset(self.endpoints) | {
-            route.path for route in self.routes if route.name.endswith(".discovery")}
+        public = frozenset(self.owners.documents).union(
+            *(mount.public_paths for mount in self.mounts))
         self.identity = IdentityForwarding(settings.auth)
-        self.pipeline = Pipeline.from_config(loaded, public, storage, self.collections)
+        self.pipeline = Pipeline.from_config(loaded, public, storage, self.resources)
         self.active = 0
         self.retired = False
         self._drained = asyncio.Event()
@@ -62,6 +65,12 @@ class Generation:
         self.active -= 1
         if self.retired and self.active == 0:
             self._drained.set()
+
+    async def aclose(self) -> None:
+        """Close what this generation alone owns (not the upstream clients it may share)."""
+        await self.pipeline.aclose()
+        for mount in self.mounts:
+            await mount.aclose()
 
     async def drained(self) -> None:
         self.retired = True
@@ -114,7 +123,7 @@ class Runtime:
         """Once `old` has no request left, close what no other live generation still uses."""
         await old.drained()
         self._live.remove(old)
-        await old.pipeline.aclose()
+        await old.aclose()
         in_use = {id(t) for generation in self._live for t in generation.transports.values()}
         for transport in old.transports.values():
             if id(transport) not in in_use:
@@ -125,28 +134,17 @@ class Runtime:
         """Close every upstream client once in-flight requests are done."""
         if self._retiring:
             await asyncio.gather(*self._retiring, return_exceptions=True)
-        await self.current.pipeline.aclose()
+        await self.current.aclose()
         for transport in self.current.transports.values():
             await transport.aclose()
 
 
-def _surfaces(settings: Settings) -> tuple[dict[str, Any], list[Any]]:
-    """The spec surfaces' collections and routes (AIDRE so far)."""
-    if settings.aidre is None or not settings.aidre.enabled:
-        return {}, []
-    from gateway.surfaces.aidre import routes
-    from gateway.surfaces.retrieval import compile_collections
-
-    collections = compile_collections(settings.aidre, set(settings.upstreams))
-    return collections, routes(settings.aidre.base_path)
-
-
-def _error_renderers(settings: Settings) -> dict[str, Any]:
-    if settings.aidre is None:
-        return {}
-    from gateway.surfaces.aidre_render import error_response
-
-    return {"aidre": error_response}
+def _mount_surfaces(loaded: LoadedConfig) -> list[Mount]:
+    """Every installed surface the config enables, built for this generation."""
+    settings = loaded.settings
+    context = MountContext(settings, registry.capabilities(settings), loaded.modified)
+    return [mount for surface in registry.surfaces()
+            if (mount := surface.mount(context)) is not None]
 
 
 def _target(name: str, upstream: Upstream, transport: Transport) -> ProxyTarget:

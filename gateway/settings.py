@@ -1,4 +1,5 @@
-"""Typed configuration models. Loading and interpolation live in `loader.py`."""
+"""Typed configuration models of the core. Loading and interpolation live in `loader.py`;
+each spec surface adds its own section (see `gateway.registry.settings_model`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from gateway.auth.config import Auth, Demo, HeaderName
 from gateway.ratelimit.config import RateLimits
-from gateway.surfaces.aidre_config import Aidre
-from gateway.surfaces.aiendpoint_config import AiEndpoint
-from gateway.surfaces.service import Service
+from gateway.service import Service
 
 Port = Annotated[int, Field(ge=0, le=65535)]
 Seconds = Annotated[float, Field(gt=0, le=3600)]
@@ -118,6 +117,4 @@ class Settings(Strict):
     auth: Auth | None = Field(None, description="Without it, callers are not authenticated.")
     rate_limits: RateLimits | None = Field(None, description="Without it, nothing is limited.")
     service: Service | None = Field(None, description="Who runs this API, for discovery.")
-    ai_endpoint: AiEndpoint | None = Field(None, description="The /.well-known/ai document.")
-    aidre: Aidre | None = Field(None, description="AIDRE discovery, collections, search, chunks.")
     demo: Demo | None = None

@@ -9,7 +9,8 @@ GET|POST|... /echo/...   -> JSON: method, raw path, query, headers (as a list), 
 /slow?seconds=S          -> answers after S seconds
 /large?bytes=N           -> N bytes, streamed in 64 KiB chunks without Content-Length
 /hop                     -> a response carrying hop-by-hop fields
-/count                   -> how many requests reached this upstream so far
+/count                   -> how many requests reached this upstream so far (`requests`),
+                            and how many of them were not /count (`others`)
 /own-limits              -> a response with the upstream's own (strict) RateLimit fields
 /truncated               -> declares 100 bytes, sends 5, and drops the connection
 """
@@ -28,13 +29,15 @@ import uvicorn
 
 NAME = sys.argv[2] if len(sys.argv) > 2 else "echo"
 GZIP_PAYLOAD = json.dumps({"compressed": True, "items": list(range(200))}).encode()
-_state = {"requests": 0}
+_state = {"requests": 0, "others": 0}
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
     _state["requests"] += 1
+    if scope["path"] != "/count":
+        _state["others"] += 1
     body = await _read_body(receive)
     path = scope["path"]
     query = parse_qs(scope["query_string"].decode())
@@ -68,7 +71,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                     "headers": [(b"content-length", b"100")]})
         await send({"type": "http.response.body", "body": b"short"})
     elif path == "/count":
-        await _respond(send, 200, json.dumps({"requests": _state["requests"]}).encode())
+        await _respond(send, 200, json.dumps(_state).encode())
     else:
         await _respond(send, 200, _echo(scope, body))
 

@@ -314,8 +314,10 @@ def test_unknown_and_unreadable_chunks_look_alike(gateway: Gateway, path: str, k
         status, body = response.status, json.loads(response.read())
     finally:
         connection.close()
-    if status == 400:  # dot segments and encoded slashes are refused before any routing
-        assert body["error"]["code"] == "invalid_path"
+    if status == 400:  # dot segments and encoded slashes are refused before any routing,
+        # in the dialect of the surface that owns the path
+        assert (body["error"], body["details"]["reason"]) == ("invalid_request", "invalid_path")
+        assert body["request_id"]
     else:
         assert (status, body["error"]) == (404, "not_found")
         assert "staff" not in body["message"]

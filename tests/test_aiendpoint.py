@@ -17,10 +17,10 @@ import yaml
 from jsonschema import Draft202012Validator
 from processes import ROOT, Gateway
 
+from gateway.capability import Capability
 from gateway.loader import load_config
-from gateway.settings import Settings
-from gateway.surfaces.aiendpoint import ai_endpoint_problems, build_ai_document
-from gateway.surfaces.aiendpoint_config import Capability
+from gateway.registry import settings_model
+from gateway.surfaces.aiendpoint.document import ai_endpoint_problems, build_ai_document
 
 SCHEMA = ROOT / "gateway" / "schemas" / "aiendpoint.schema.json"
 EXAMPLES = ROOT / "tests" / "spec_examples" / "aiendpoint"
@@ -50,12 +50,12 @@ def config(upstream: str = "http://127.0.0.1:9", **sections: Any) -> dict[str, A
 
 
 def document(**sections: Any) -> dict[str, Any]:
-    settings = Settings.model_validate(config(**sections))
+    settings = settings_model().model_validate(config(**sections))
     return build_ai_document(settings, config_date=date(2026, 3, 10))
 
 
 def problems(**sections: Any) -> list[tuple[str, str]]:
-    return ai_endpoint_problems(Settings.model_validate(config(**sections)))
+    return ai_endpoint_problems(settings_model().model_validate(config(**sections)))
 
 
 # --- the spec's schema and examples -------------------------------------------------------
@@ -179,14 +179,14 @@ def test_meta_takes_last_updated_status_and_changelog_from_service():
     assert document(service=service)["meta"] == {
         "last_updated": "2026-01-02T03:04:05Z", "status": "https://status.acme.example",
         "changelog": "https://acme.example/log"}
-    settings = Settings.model_validate(config())
+    settings = settings_model().model_validate(config())
     assert "meta" not in build_ai_document(settings)
 
 
 def test_the_gateway_capabilities_follow_the_configured_ones_and_may_not_share_an_id():
     own = Capability(id="search_articles", description="AIDRE search", endpoint="/search",
                      method="POST")
-    settings = Settings.model_validate(config())
+    settings = settings_model().model_validate(config())
     built = build_ai_document(settings, extra_capabilities=[own])
     assert [c["endpoint"] for c in built["capabilities"]] == \
         ["/api/articles/search", "/api/tasks/classify", "/search"]
@@ -241,7 +241,7 @@ def test_no_capabilities_and_a_disabled_section():
     assert path == "ai_endpoint.capabilities"
     disabled = config(ai_endpoint={"enabled": False, "capabilities": []})
     del disabled["service"]
-    assert ai_endpoint_problems(Settings.model_validate(disabled)) == []
+    assert ai_endpoint_problems(settings_model().model_validate(disabled)) == []
 
 
 def aigw_validate(tmp_path: Path, document: dict[str, Any]) -> subprocess.CompletedProcess[str]:

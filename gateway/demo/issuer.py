@@ -216,7 +216,7 @@ def load_issuer(config_path: str) -> tuple[DemoIssuer, Key]:
 
     Prints the problem and exits with status 1 when the config or key cannot be used.
     """
-    from gateway.cli import load_or_exit  # imported here: gateway.cli imports the demo commands
+    from gateway.console import load_or_exit
 
     loaded = load_or_exit(config_path)
     demo = loaded.settings.demo

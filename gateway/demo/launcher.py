@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from gateway.cli import load_or_exit
+from gateway.console import load_or_exit
 from gateway.demo.backend import create_app
 from gateway.demo.issuer import create_issuer_app
 from gateway.demo.keys import load_or_create_key

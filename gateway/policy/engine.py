@@ -7,38 +7,46 @@ removed from the upstream's answer afterwards (`after`) even if the upstream sen
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Literal
+from typing import Protocol
 
 from gateway.context import RequestContext
 from gateway.model import Decision, Hit, Principal, Query, deny
 from gateway.policy.config import PolicyPack, VectorReturnRule
-from gateway.surfaces.retrieval import CompiledCollection
 
-# Result parts no collection can produce: asking for them follows `denied_return`.
+# Result parts no collection can produce: asking for them follows `Query.strict_fields`.
 UNAVAILABLE_PARTS = frozenset({"semantic_payload"})
 
 
+class Resource(Protocol):
+    """A collection or stream a surface serves, as the policy engine sees it."""
+
+    @property
+    def public(self) -> bool: ...
+
+    @property
+    def scopes(self) -> frozenset[str]: ...
+
+    @property
+    def returns_vectors(self) -> bool: ...
+
+
 class PolicyEngine:
-    def __init__(
-        self,
-        collections: dict[str, CompiledCollection],
-        packs: list[PolicyPack],
-        denied_return: Literal["ignore", "reject"] = "ignore",
-    ) -> None:
+    def __init__(self, collections: Mapping[str, Resource], packs: list[PolicyPack]) -> None:
         self.collections = collections
         self._vector_rules = [rule for pack in packs for rule in pack.vector_return]
-        self._denied_return = denied_return
 
     def can_read(self, principal: Principal, name: str | None) -> bool:
+        """Public resources are open to all; the others need every one of their scopes."""
         collection = self.collections.get(name or "")
         if collection is None:
             return False
         if collection.public:
             return True
-        return not principal.is_anonymous and set(collection.settings.scopes) <= principal.scopes
+        return not principal.is_anonymous and collection.scopes <= principal.scopes
 
-    def readable(self, principal: Principal) -> list[CompiledCollection]:
+    def readable(self, principal: Principal) -> list[Resource]:
         return [c for name, c in self.collections.items() if self.can_read(principal, name)]
 
     def vectors_allowed(self, principal: Principal, name: str) -> bool:
@@ -49,7 +57,7 @@ class PolicyEngine:
 
     def vectors_possible(self) -> bool:
         """Whether any caller could ever get vectors back (for discovery's capabilities)."""
-        with_vectors = {n for n, c in self.collections.items() if c.vector_search is not None}
+        with_vectors = {n for n, c in self.collections.items() if c.returns_vectors}
         return any(rule.collection in with_vectors for rule in self._vector_rules)
 
     def before(self, ctx: RequestContext, query: Query) -> Query | Decision:
@@ -61,7 +69,7 @@ class PolicyEngine:
         if "vectors" in query.fields and not self.vectors_allowed(ctx.principal,
                                                                   query.collection or ""):
             refused.add("vectors")
-        if refused and self._denied_return == "reject":
+        if refused and query.strict_fields:
             return deny(400, "unsupported_return_field",
                         "A requested return field is not available to this caller.",
                         details={"fields": sorted(refused)})

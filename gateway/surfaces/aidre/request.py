@@ -11,7 +11,7 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.model import Query
-from gateway.surfaces.aidre_config import Aidre, EmbeddingSpace
+from gateway.surfaces.aidre.config import Aidre, EmbeddingSpace
 
 RETURN_PARTS = ("ids", "metadata", "text", "semantic_payload", "vectors")
 DEFAULT_RETURN = frozenset({"ids", "metadata", "text"})
@@ -32,13 +32,14 @@ def parse_search(body: Any, settings: Aidre) -> Query:
     top_k = _top_k(body.get("top_k"), settings)
     fields = _return_fields(body.get("return"))
     cursor = _cursor(body.get("cursor"))
+    strict = settings.denied_return_field == "reject"
     if has_text:
         return Query(text=_text(body["query"], settings.max_query_chars), top_k=top_k,
-                     collection=collection, fields=fields, cursor=cursor)
+                     collection=collection, fields=fields, cursor=cursor, strict_fields=strict)
     space = _space(body.get("embedding_space"), settings)
     vector = _vector(body["query_vector"], space)
     return Query(vector=vector, embedding_space=space.id, top_k=top_k, collection=collection,
-                 fields=fields, cursor=cursor)
+                 fields=fields, cursor=cursor, strict_fields=strict)
 
 
 def _collection(body: dict[str, Any], settings: Aidre) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from gateway.mapping import MappingError
 from gateway.policy.config import PolicyPack
 from gateway.settings import Settings
-from gateway.surfaces.retrieval import compile_collections
+from gateway.surfaces.aidre.collections import compile_collections
+from gateway.surfaces.aidre.config import Aidre
 
 
-def aidre_problems(settings: Settings) -> list[tuple[str, str]]:
+def aidre_problems(settings: Settings, aidre: Aidre | None) -> list[tuple[str, str]]:
     """(dotted path in the config file, message) for each problem."""
-    aidre = settings.aidre
     if aidre is None:
         return []
     problems = []
@@ -28,9 +28,9 @@ def aidre_problems(settings: Settings) -> list[tuple[str, str]]:
     return problems
 
 
-def vector_rule_problems(settings: Settings, pack: PolicyPack) -> list[tuple[str, str]]:
+def vector_rule_problems(aidre: Aidre | None, pack: PolicyPack) -> list[tuple[str, str]]:
     """(dotted path in the policy file, message) for rules naming no AIDRE collection."""
-    known = set(settings.aidre.collections) if settings.aidre else set()
+    known = set(aidre.collections) if aidre else set()
     return [(f"vector_return[{index}].collection",
              f"expected one of the AIDRE collections ({', '.join(sorted(known)) or 'none'})")
             for index, rule in enumerate(pack.vector_return) if rule.collection not in known]

@@ -20,10 +20,10 @@ from gateway.context import RequestContext
 from gateway.errors import GatewayError, request_too_large
 from gateway.model import Hit, Query
 from gateway.pipeline import UpstreamCall
-from gateway.surfaces import aidre_render as render
-from gateway.surfaces.aidre_request import invalid, parse_search
+from gateway.surfaces.aidre import render
+from gateway.surfaces.aidre.collections import CompiledCollection, Operation
+from gateway.surfaces.aidre.request import invalid, parse_search
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor
-from gateway.surfaces.retrieval import CompiledCollection, Operation
 
 _MEDIA_TYPES = ("application/aidre+json", "application/json")
 # An item id goes into an upstream path: nothing that could change which path that is.
@@ -44,7 +44,7 @@ class AidreSurface:
 
     @property
     def collections(self) -> dict[str, CompiledCollection]:
-        return self.generation.collections
+        return self.generation.resources
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
         await _check_media_type(request)

@@ -1,13 +1,12 @@
-"""The gateway's own spec surfaces as capabilities of the /.well-known/ai document."""
+"""AIDRE's endpoints as capabilities of the /.well-known/ai document."""
 
 from __future__ import annotations
 
-from gateway.settings import Settings
-from gateway.surfaces.aiendpoint_config import Capability
+from gateway.capability import Capability
+from gateway.surfaces.aidre.config import Aidre
 
 
-def surface_capabilities(settings: Settings) -> list[Capability]:
-    aidre = settings.aidre
+def surface_capabilities(aidre: Aidre | None) -> list[Capability]:
     if aidre is None or not aidre.enabled:
         return []
     base = aidre.base_path

@@ -11,8 +11,8 @@ from starlette.responses import Response
 
 from gateway.errors import GatewayError
 from gateway.model import Hit
-from gateway.surfaces.aidre_config import Aidre
-from gateway.surfaces.retrieval import CompiledCollection
+from gateway.surfaces.aidre.collections import CompiledCollection
+from gateway.surfaces.aidre.config import Aidre
 
 MEDIA_TYPE = "application/aidre+json"
 _SOURCE = ("url", "title", "section")
@@ -24,6 +24,8 @@ _ERROR_CODES = {
     "insufficient_scope": (403, "forbidden"),
     "rate_limited": (429, "rate_limited"),
     "not_found": (404, "not_found"),
+    "method_not_allowed": (405, "invalid_request"),
+    "invalid_path": (400, "invalid_request"),
     "upstream_unavailable": (503, "internal_error"),
     "upstream_timeout": (503, "internal_error"),
     "upstream_error": (503, "internal_error"),

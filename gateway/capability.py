@@ -1,4 +1,7 @@
-"""Config models of the `ai_endpoint` section (the /.well-known/ai document)."""
+"""A capability: one thing an agent can do here, as the /.well-known/ai document lists it.
+
+Every spec surface contributes its own; deployments declare more in `ai_endpoint`.
+"""
 
 from __future__ import annotations
 
@@ -73,21 +76,3 @@ class Capability(Strict):
         {}, description="Parameter name -> 'type, required|optional[, qualifiers] — meaning'."
     )
     returns: Returns | None = Field(None, description="Compact shape, e.g. 'items[] {id, title}'.")
-
-
-class TokenHints(Strict):
-    compact_mode: bool = False
-    field_filtering: bool = False
-    delta_support: bool = False
-
-
-class AiEndpoint(Strict):
-    enabled: bool = True
-    alias: bool = Field(True, description="Serve the same bytes at /ai too.")
-    max_age: Annotated[int, Field(ge=0, le=604800)] = Field(
-        86400, description="Cache-Control max-age of the document, in seconds."
-    )
-    capabilities: list[Capability] = Field(
-        [], description="Capabilities to expose besides the gateway's own spec surfaces."
-    )
-    token_hints: TokenHints = TokenHints()

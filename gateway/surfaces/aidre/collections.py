@@ -11,7 +11,7 @@ from urllib.parse import quote
 from gateway.mapping import HitMapping, MappingError, compile_mapping
 from gateway.pipeline import UpstreamCall
 from gateway.proxy import ProxyTarget
-from gateway.surfaces.aidre_config import Aidre, Collection, EmbeddingSpace, UpstreamOperation
+from gateway.surfaces.aidre.config import Aidre, Collection, EmbeddingSpace, UpstreamOperation
 
 _WHOLE = re.compile(r"\{(\w+)\}")
 PLACEHOLDERS = frozenset({"query", "vector", "top_k", "offset", "limit", "fetch", "id"})
@@ -42,6 +42,14 @@ class CompiledCollection:
     @property
     def public(self) -> bool:
         return self.settings.visibility == "public"
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        return frozenset(self.settings.scopes)
+
+    @property
+    def returns_vectors(self) -> bool:
+        return self.vector_search is not None
 
 
 def compile_collections(aidre: Aidre, upstreams: set[str]) -> dict[str, CompiledCollection]:

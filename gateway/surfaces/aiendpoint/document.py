@@ -15,12 +15,13 @@ import limits
 import orjson
 
 from gateway.auth.config import Auth
+from gateway.capability import Capability
 from gateway.endpoints import StaticDocument
 from gateway.paths import matches_prefix
 from gateway.ratelimit.config import Rule
+from gateway.service import Service
 from gateway.settings import Settings
-from gateway.surfaces.aiendpoint_config import AiEndpoint, Capability
-from gateway.surfaces.service import Service
+from gateway.surfaces.aiendpoint.config import AiEndpoint
 
 WELL_KNOWN = "/.well-known/ai"
 ALIAS = "/ai"

@@ -1,0 +1,51 @@
+"""The installed spec surfaces, found through the `aigw.surfaces` entry-point group.
+
+Adding a surface means adding a package and one entry point; nothing in the core changes.
+The config model is the core `Settings` plus one optional section per surface.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib.metadata import entry_points
+from typing import Any
+
+from pydantic import Field, create_model
+
+from gateway.capability import Capability
+from gateway.settings import Settings
+from gateway.surface import Problem, Surface
+
+GROUP = "aigw.surfaces"
+
+
+@functools.cache
+def surfaces() -> tuple[Surface, ...]:
+    """Every installed surface, ordered by entry-point name (the order of their capabilities)."""
+    found = []
+    for entry in sorted(entry_points(group=GROUP), key=lambda entry: entry.name):
+        surface = entry.load()
+        if not isinstance(surface, Surface):
+            raise TypeError(f"entry point {entry.name} ({entry.value}) is not a Surface")
+        found.append(surface)
+    return tuple(found)
+
+
+@functools.cache
+def settings_model() -> type[Settings]:
+    """`Settings` with each surface's config section as an optional field."""
+    sections: dict[str, Any] = {
+        surface.config_key: (surface.config_model | None,
+                             Field(None, description=surface.config_description or None))
+        for surface in surfaces() if surface.config_key and surface.config_model
+    }
+    return create_model("Settings", __base__=Settings, **sections)
+
+
+def capabilities(settings: Settings) -> tuple[Capability, ...]:
+    return tuple(c for surface in surfaces() for c in surface.capabilities(settings))
+
+
+def config_problems(settings: Settings) -> list[Problem]:
+    found = capabilities(settings)
+    return [problem for surface in surfaces() for problem in surface.problems(settings, found)]

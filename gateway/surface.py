@@ -1,0 +1,105 @@
+"""The contract between the core and a spec surface plug-in.
+
+A surface (one package under `gateway/surfaces/`, or a distribution of its own) exposes a
+`Surface` object under the `aigw.surfaces` entry-point group. Through it the surface
+contributes its config section, its load-time checks, its `/.well-known/ai` capabilities, and,
+for each config generation, a `Mount`: its routes, the path prefixes it owns, its public
+documents, its error dialect and the resources the policy engine decides on.
+
+The core never imports a surface: it finds them through `gateway.registry`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway import errors
+from gateway.capability import Capability
+
+if TYPE_CHECKING:
+    from gateway.policy.config import PolicyPack
+    from gateway.settings import Settings
+
+Problem = tuple[str, str]  # (dotted path in the file, message)
+ErrorRenderer = Callable[[errors.GatewayError, str], Response]
+Endpoint = Callable[[dict[str, Any], Any, Any], Awaitable[None]]  # an ASGI app
+
+
+def gateway_error_response(error: errors.GatewayError, request_id: str) -> Response:
+    """The gateway's own error dialect, for paths no surface owns."""
+    return Response(errors.json_error_body(error, request_id), error.status,
+                    {"cache-control": "no-store", **dict(error.headers)}, "application/json")
+
+
+@dataclass(frozen=True, slots=True)
+class MountContext:
+    """What a surface may build its mount from, for one config generation."""
+
+    settings: Settings
+    capabilities: tuple[Capability, ...]  # every surface's, in registry order
+    modified: date | None = None  # the config file's last change
+
+
+@dataclass(slots=True)
+class Mount:
+    """One surface as served by one config generation."""
+
+    name: str
+    routes: list[BaseRoute] = field(default_factory=list)
+    documents: dict[str, Endpoint] = field(default_factory=dict)  # exact paths, public
+    public_paths: frozenset[str] = frozenset()  # route paths served without a token
+    render_error: ErrorRenderer = gateway_error_response
+    resources: Mapping[str, Any] = field(default_factory=dict)  # for the policy engine
+    prefixes: tuple[str, ...] = ()  # owned path prefixes; default: derived from the routes
+    on_close: Callable[[], Awaitable[None]] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.prefixes:
+            self.prefixes = tuple(dict.fromkeys(
+                owned_prefix(route.path) for route in self.routes if isinstance(route, Route)))
+
+    async def aclose(self) -> None:
+        if self.on_close is not None:
+            await self.on_close()
+
+
+def owned_prefix(route_path: str) -> str:
+    """The literal part of a route path: "/chunks/{id:path}" owns "/chunks"."""
+    literal = route_path.split("{", 1)[0]
+    return literal.rstrip("/") or "/"
+
+
+class Surface:
+    """Base of a surface plug-in; override what the surface contributes."""
+
+    name: str = ""
+    config_key: str | None = None  # its section in the config file
+    config_model: type[BaseModel] | None = None
+    config_description: str = ""
+
+    def section(self, settings: Settings) -> Any:
+        """This surface's config section, or None when the config has none."""
+        return getattr(settings, self.config_key, None) if self.config_key else None
+
+    def capabilities(self, settings: Settings) -> list[Capability]:
+        """Entries for the `/.well-known/ai` document."""
+        return []
+
+    def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
+        """Load-time checks of the config beyond its schema."""
+        return []
+
+    def policy_problems(self, settings: Settings, pack: PolicyPack) -> list[Problem]:
+        """Checks of a policy file's rules that name this surface's resources."""
+        return []
+
+    def mount(self, context: MountContext) -> Mount | None:
+        """The surface for one generation, or None when the config does not enable it."""
+        return None

@@ -1,0 +1,49 @@
+"""AIDRE (draft-batum-aidre-00): discovery, collections, text and vector search, chunks."""
+
+from __future__ import annotations
+
+from gateway.capability import Capability
+from gateway.policy.config import PolicyPack
+from gateway.settings import Settings
+from gateway.surface import Mount, MountContext, Problem, Surface
+from gateway.surfaces.aidre.config import Aidre
+
+
+class AidrePlugin(Surface):
+    name = "aidre"
+    config_key = "aidre"
+    config_model = Aidre
+    config_description = "AIDRE discovery, collections, search, chunks."
+
+    def capabilities(self, settings: Settings) -> list[Capability]:
+        from gateway.surfaces.aidre.capabilities import surface_capabilities
+
+        return surface_capabilities(self.section(settings))
+
+    def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
+        from gateway.surfaces.aidre.checks import aidre_problems
+
+        return aidre_problems(settings, self.section(settings))
+
+    def policy_problems(self, settings: Settings, pack: PolicyPack) -> list[Problem]:
+        from gateway.surfaces.aidre.checks import vector_rule_problems
+
+        return vector_rule_problems(self.section(settings), pack)
+
+    def mount(self, context: MountContext) -> Mount | None:
+        aidre = self.section(context.settings)
+        if aidre is None or not aidre.enabled:
+            return None
+        from gateway.surfaces.aidre.collections import compile_collections
+        from gateway.surfaces.aidre.handlers import routes
+        from gateway.surfaces.aidre.render import error_response
+
+        collections = compile_collections(aidre, set(context.settings.upstreams))
+        route_list = routes(aidre.base_path)
+        public = frozenset(route.path for route in route_list
+                           if route.name == "aidre.discovery")
+        return Mount(self.name, route_list, public_paths=public, render_error=error_response,
+                     resources=collections)
+
+
+SURFACE = AidrePlugin()
