@@ -6,6 +6,7 @@ Spec surfaces add theirs here; every one is public (discovery stays readable wit
 from __future__ import annotations
 
 from datetime import date
+from typing import Any
 
 from gateway.endpoints import StaticDocument
 from gateway.settings import Settings
@@ -14,11 +15,19 @@ from gateway.surfaces.catalog import surface_capabilities
 
 
 def build_endpoints(
-    settings: Settings, config_date: date | None = None
+    settings: Settings, config_date: date | None = None, policies: dict[str, Any] | None = None
 ) -> dict[str, StaticDocument]:
-    """`config_date`: when the config file last changed (the AI document's default date)."""
+    """`config_date`: when the config file last changed (the AI document's default date);
+    `policies`: the loaded policy files, whose limits aip.json states."""
     endpoints: dict[str, StaticDocument] = ai_endpoint_documents(
         settings, config_date=config_date, extra_capabilities=surface_capabilities(settings))
+    if settings.aip is not None and settings.aip.enabled:
+        from gateway.policy.config import PolicyPack
+        from gateway.surfaces.aip.declaration import aip_documents
+
+        packs = [PolicyPack.model_validate(pack) for pack in (policies or {}).values()]
+        endpoints.update(aip_documents(settings.aip, settings.public_base_url or "", packs,
+                                       config_date))
     if settings.auth is not None:
         from gateway.auth.metadata import (
             metadata_paths,

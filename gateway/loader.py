@@ -22,6 +22,7 @@ from gateway.policy.config import PolicyPack
 from gateway.settings import Settings
 from gateway.surfaces.aidre_checks import aidre_problems, vector_rule_problems
 from gateway.surfaces.aiendpoint import ai_endpoint_problems
+from gateway.surfaces.aip.checks import aip_problems
 from gateway.surfaces.catalog import surface_capabilities
 
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -184,7 +185,7 @@ def _cross_checks(settings: Settings, file: str) -> list[ConfigIssue]:
     extra = surface_capabilities(settings)
     issues.extend(ConfigIssue(file, path, message) for path, message in
                   [*ai_endpoint_problems(settings, extra_capabilities=extra),
-                   *aidre_problems(settings)])
+                   *aidre_problems(settings), *aip_problems(settings)])
     return issues
 
 

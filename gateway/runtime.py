@@ -43,8 +43,9 @@ class Generation:
             settings.proxy.max_body_bytes, settings.proxy.buffer_bytes, settings.proxy.via
         )
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
-        self.endpoints = build_endpoints(settings, loaded.modified)
+        self.endpoints = build_endpoints(settings, loaded.modified, loaded.policies)
         self.collections, self.routes = _surfaces(settings)
+        self.routes += _aip_routes(settings)
         self.error_renderers = _error_renderers(settings)
         # Discovery stays public whatever the route rules say.
         public = frozenset(self.endpoints) | {
@@ -141,12 +142,25 @@ def _surfaces(settings: Settings) -> tuple[dict[str, Any], list[Any]]:
     return collections, routes(settings.aidre.base_path)
 
 
-def _error_renderers(settings: Settings) -> dict[str, Any]:
-    if settings.aidre is None:
-        return {}
-    from gateway.surfaces.aidre_render import error_response
+def _aip_routes(settings: Settings) -> list[Any]:
+    if settings.aip is None or not settings.aip.enabled:
+        return []
+    from gateway.surfaces.aip.handlers import routes
 
-    return {"aidre": error_response}
+    return routes(settings.aip, set(settings.upstreams))
+
+
+def _error_renderers(settings: Settings) -> dict[str, Any]:
+    renderers: dict[str, Any] = {}
+    if settings.aidre is not None:
+        from gateway.surfaces.aidre_render import error_response
+
+        renderers["aidre"] = error_response
+    if settings.aip is not None:
+        from gateway.surfaces.aip.render import error_response as aip_error
+
+        renderers["aip"] = aip_error
+    return renderers
 
 
 def _target(name: str, upstream: Upstream, transport: Transport) -> ProxyTarget:

@@ -12,6 +12,7 @@ from gateway.auth.config import Auth, Demo, HeaderName
 from gateway.ratelimit.config import RateLimits
 from gateway.surfaces.aidre_config import Aidre
 from gateway.surfaces.aiendpoint_config import AiEndpoint
+from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.service import Service
 
 Port = Annotated[int, Field(ge=0, le=65535)]
@@ -120,4 +121,5 @@ class Settings(Strict):
     service: Service | None = Field(None, description="Who runs this API, for discovery.")
     ai_endpoint: AiEndpoint | None = Field(None, description="The /.well-known/ai document.")
     aidre: Aidre | None = Field(None, description="AIDRE discovery, collections, search, chunks.")
+    aip: Aip | None = Field(None, description="AIP 0.1: aip.json and the retrieve endpoint.")
     demo: Demo | None = None

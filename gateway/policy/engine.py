@@ -12,6 +12,7 @@ from typing import Literal
 
 from gateway.context import RequestContext
 from gateway.model import Decision, Hit, Principal, Query, deny
+from gateway.policy.aip import AipPolicy
 from gateway.policy.config import PolicyPack, VectorReturnRule
 from gateway.surfaces.retrieval import CompiledCollection
 
@@ -29,6 +30,7 @@ class PolicyEngine:
         self.collections = collections
         self._vector_rules = [rule for pack in packs for rule in pack.vector_return]
         self._denied_return = denied_return
+        self.aip = AipPolicy(packs)
 
     def can_read(self, principal: Principal, name: str | None) -> bool:
         collection = self.collections.get(name or "")

@@ -71,6 +71,11 @@ def _optional(settings: UpstreamOperation | None, where: str,
     return _operation(settings, where, upstreams) if settings is not None else None
 
 
+def compile_operation(settings: UpstreamOperation, where: str, upstreams: set[str]) -> Operation:
+    """One upstream operation checked and compiled; `MappingError` names the bad path."""
+    return _operation(settings, where, upstreams)
+
+
 def _operation(settings: UpstreamOperation, where: str, upstreams: set[str]) -> Operation:
     if settings.upstream not in upstreams:
         raise MappingError(f"{where}.upstream",
