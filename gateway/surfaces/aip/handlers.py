@@ -46,7 +46,7 @@ class Retriever:
             body, problem = await _body(request, generation.settings.proxy.max_body_bytes)
             request_id = readable_request_id(body) or request_id
             ask = None
-            if problem is None:
+            if problem is None:  # only a body of the right media type is ever acted on
                 try:
                     ask = parse_retrieve(body)
                 except GatewayError as error:
@@ -111,20 +111,21 @@ async def _rate_limit(generation: Any,
 
 
 async def _body(request: Request, limit: int) -> tuple[Any, GatewayError | None]:
-    """The JSON body, or the reason it cannot be read (reported after rate limiting)."""
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != MEDIA_TYPE:
-        return None, GatewayError(415, "invalid_request", "Send the body as application/json.")
+    """The JSON body, or why it is refused (reported after rate limiting); a body sent with
+    the wrong media type is still read, so its request_id can be echoed."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise request_too_large(limit)
-    body = b""
+    raw = b""
     async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
+        raw += chunk
+        if len(raw) > limit:
             raise request_too_large(limit)
     try:
-        return orjson.loads(body), None
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None, invalid("The request body is not valid JSON (UTF-8).")
-
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != MEDIA_TYPE:
+        return body, GatewayError(415, "invalid_request", "Send the body as application/json.")
+    return body, None
