@@ -38,3 +38,4 @@ class RequestContext:
     error_code: str | None = None
     principal: Principal = ANONYMOUS
     rate_limit: list[Any] | None = None  # quotas counted for this request, for the headers
+    platform_id: str | None = None  # AIP: the platform the request declares, a rate-limit key

@@ -152,10 +152,17 @@ class Pipeline:
 
     async def admit(self, ctx: RequestContext, scope: dict) -> None:
         """Authenticate, then rate-limit; raise `GatewayError` when either refuses."""
+        await self.authenticate(ctx, scope)
+        await self.limit(ctx)
+
+    async def authenticate(self, ctx: RequestContext, scope: dict) -> None:
         outcome = await self.authenticator.authenticate(ctx, scope)
         if isinstance(outcome, Decision):
             raise denial(outcome)
         ctx.principal = outcome
+
+    async def limit(self, ctx: RequestContext) -> None:
+        """Count the request; surfaces whose rate-limit key is in the body call it once parsed."""
         decision = await self.limiter.check(ctx)
         if not decision.allowed:
             raise denial(decision)

@@ -18,6 +18,7 @@ from gateway.discovery import core_documents
 from gateway.headers import parse_networks
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
+from gateway.policy.config import PolicyPack
 from gateway.proxy import ProxyOptions, ProxyTarget
 from gateway.routing import PathOwners
 from gateway.settings import Upstream
@@ -142,7 +143,8 @@ class Runtime:
 def _mount_surfaces(loaded: LoadedConfig) -> list[Mount]:
     """Every installed surface the config enables, built for this generation."""
     settings = loaded.settings
-    context = MountContext(settings, registry.capabilities(settings), loaded.modified)
+    packs = tuple(PolicyPack.model_validate(pack) for pack in loaded.policies.values())
+    context = MountContext(settings, registry.capabilities(settings), loaded.modified, packs)
     return [mount for surface in registry.surfaces()
             if (mount := surface.mount(context)) is not None]
 

@@ -45,6 +45,7 @@ class MountContext:
     settings: Settings
     capabilities: tuple[Capability, ...]  # every surface's, in registry order
     modified: date | None = None  # the config file's last change
+    policies: tuple[PolicyPack, ...] = ()  # the policy files, validated
 
 
 @dataclass(slots=True)

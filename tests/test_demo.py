@@ -45,7 +45,7 @@ def demo(tmp_path: Path):
 def test_demo_curl_commands_work_as_printed_and_ctrl_c_stops_it(demo):
     process, output, env = demo  # the commands run where the demo's variables are set too
     commands = printed_commands(output.read_text())
-    assert len(commands) >= 6 and {status for _, status in commands} == {200, 401, 403}
+    assert len(commands) >= 6 and {status for _, status in commands} == {200, 400, 401, 403}
     for command, expected in commands:
         with_status = command.replace("curl -s ", "curl -s -w '\\n%{http_code}' ", 1)
         result = subprocess.run(["bash", "-c", with_status], capture_output=True, text=True,

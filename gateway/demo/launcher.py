@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -46,8 +47,26 @@ AIDRE: text and vector search over the same legacy API, translated by config/dem
   curl -s '{public}/chunks/articles:art-0001'   # 200
   curl -s '{admin}/readyz'   # 200
 
+AIP 0.1: the publisher declaration, then an ok, a denied (out of scope) and an error call:
+  curl -s '{public}/.well-known/aip.json'   # 200
+  curl -s -X POST '{public}/pag/retrieve' -H 'content-type: application/json' \
+       -d '{aip_ok}'   # 200
+  curl -s -X POST '{public}/pag/retrieve' -H 'content-type: application/json' \
+       -d '{aip_denied}'   # 403
+  curl -s -X POST '{public}/pag/retrieve' -H 'content-type: application/json' \
+       -d '{aip_error}'   # 400
+
 Ctrl-C stops everything.
 """
+
+
+def _aip_request(domain: str, query: str) -> str:
+    return json.dumps({
+        "aip_version": "0.1", "request_id": f"demo-{domain}", "timestamp": "2026-01-15T14:30:00Z",
+        "platform": {"id": "demo-assistant"}, "intent": {"domain": domain},
+        "context": {"language": "en-US", "placement": "conversation"},
+        "runtime": {"session_id": "demo", "turn_index": 0, "query_text": query},
+    })
 
 
 def run_demo(config_path: str, backend_port: int) -> int:
@@ -67,6 +86,9 @@ def run_demo(config_path: str, backend_port: int) -> int:
         admin=f"http://{settings.admin.host}:{settings.admin.port}",
         backend=os.environ["AIGW_DEMO_BACKEND"], issuer=issuer_url,
         aigw=_aigw_command(), config=Path(config_path).resolve(), python=sys.executable,
+        aip_ok=_aip_request("support.billing", "refund for a damaged item"),
+        aip_denied=_aip_request("finance.markets", "best index funds"),
+        aip_error=json.dumps({"aip_version": "0.1", "request_id": "demo-error"}),
     ), flush=True)
     run(loaded, companions=companions)
     return 0

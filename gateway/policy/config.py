@@ -20,8 +20,23 @@ class VectorReturnRule(Strict):
     description: str | None = None
 
 
+class AipRules(Strict):
+    """AIP denial rules and limits; every pack's rules add up, and the strictest limit wins."""
+
+    denied_platforms: list[str] = Field([], description="platform.id values always denied.")
+    allowed_placements: list[str] | None = Field(
+        None, description="Intent types (context.placement) allowed; none: any.",
+    )
+    forbidden_uses: list[str] = Field(
+        [], description="Uses a platform may not declare in extensions.aigw.use.",
+    )
+    max_chunks: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1)
+
+
 class PolicyPack(Strict):
     description: str | None = None
     vector_return: list[VectorReturnRule] = Field(
         [], description="AIDRE §11.2: vectors are never returned unless a rule here allows it."
     )
+    aip: AipRules | None = Field(None, description="AIP retrieve: denials and limits.")

@@ -59,10 +59,11 @@ class Rule(Strict):
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
     paths: list[PathPrefix] = Field(["/"], description="Path prefixes the rule counts.")
     methods: list[Method] | None = Field(None, description="GET also covers HEAD.")
-    key: Literal["client", "subject", "client_id", "address"] = Field(
+    key: Literal["client", "subject", "client_id", "address", "platform"] = Field(
         "client",
         description="Whom to count: client (client id, else subject, else address), subject, "
-        "client_id or address. Anonymous callers are always counted by address.",
+        "client_id, address, or platform (AIP: the declared platform id with the client key). "
+        "Anonymous callers are always counted by address.",
     )
     limit: Rate
     burst: Rate | None = Field(None, description="A second, short-window limit, e.g. 20/second.")

@@ -3,6 +3,7 @@ exhausted, and leave the quotas on the request context for the response's header
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -50,7 +51,17 @@ class CompiledRule:
         return self.default
 
     def key(self, ctx: RequestContext) -> str:
-        principal, kind = ctx.principal, self.rule.key
+        if self.rule.key == "platform":
+            # A platform id is self-declared, so it narrows the caller's key, never replaces it.
+            platform = ctx.platform_id or "-"
+            if len(platform) > 64:
+                platform = hashlib.sha256(platform.encode()).hexdigest()
+            return f"platform:{platform}|{self._caller(ctx, 'client')}"
+        return self._caller(ctx, self.rule.key)
+
+    @staticmethod
+    def _caller(ctx: RequestContext, kind: str) -> str:
+        principal = ctx.principal
         if not principal.is_anonymous:
             if kind in ("client", "client_id") and principal.client_id:
                 return f"client:{principal.client_id}"

@@ -3,31 +3,11 @@ search or a chunk read, and how its JSON maps onto hits. No collection needs Pyt
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import quote
 
-from gateway.mapping import HitMapping, MappingError, compile_mapping
-from gateway.pipeline import UpstreamCall
-from gateway.proxy import ProxyTarget
-from gateway.surfaces.aidre.config import Aidre, Collection, EmbeddingSpace, UpstreamOperation
-
-_WHOLE = re.compile(r"\{(\w+)\}")
-PLACEHOLDERS = frozenset({"query", "vector", "top_k", "offset", "limit", "fetch", "id"})
-
-
-@dataclass(frozen=True, slots=True)
-class Operation:
-    settings: UpstreamOperation
-    mapping: HitMapping
-    paginates: bool  # the upstream applies {offset} itself; otherwise the gateway slices
-
-    def call(self, target: ProxyTarget, values: dict[str, Any]) -> UpstreamCall:
-        path = _WHOLE.sub(lambda m: quote(str(values[m.group(1)]), safe=""), self.settings.path)
-        params = {name: _fill(template, values) for name, template in self.settings.query.items()}
-        body = _fill(self.settings.body, values) if self.settings.body is not None else None
-        return UpstreamCall(target, self.settings.method, path, self.mapping, params, body)
+from gateway.mapping import MappingError
+from gateway.operations import Operation, UpstreamOperation, compile_operation
+from gateway.surfaces.aidre.config import Aidre, Collection, EmbeddingSpace
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +46,7 @@ def compile_collections(aidre: Aidre, upstreams: set[str]) -> dict[str, Compiled
                                    "expected the id of one of aidre.embedding_spaces")
         compiled[name] = CompiledCollection(
             name, collection,
-            _operation(collection.text_search, f"{where}.text_search", upstreams),
+            compile_operation(collection.text_search, f"{where}.text_search", upstreams),
             _optional(collection.vector_search, f"{where}.vector_search", upstreams),
             _optional(collection.chunk, f"{where}.chunk", upstreams),
             space,
@@ -76,45 +56,4 @@ def compile_collections(aidre: Aidre, upstreams: set[str]) -> dict[str, Compiled
 
 def _optional(settings: UpstreamOperation | None, where: str,
               upstreams: set[str]) -> Operation | None:
-    return _operation(settings, where, upstreams) if settings is not None else None
-
-
-def _operation(settings: UpstreamOperation, where: str, upstreams: set[str]) -> Operation:
-    if settings.upstream not in upstreams:
-        raise MappingError(f"{where}.upstream",
-                           f"expected one of the upstreams ({', '.join(sorted(upstreams))})")
-    unknown = _placeholders(settings) - PLACEHOLDERS
-    if unknown:
-        raise MappingError(where, f"unknown placeholder {{{sorted(unknown)[0]}}}; "
-                                  f"known: {', '.join(sorted(PLACEHOLDERS))}")
-    return Operation(settings, compile_mapping(settings.mapping, f"{where}.mapping"),
-                     "offset" in _placeholders(settings))
-
-
-def _placeholders(settings: UpstreamOperation) -> set[str]:
-    texts = [settings.path, *settings.query.values(), *_strings(settings.body)]
-    return {name for text in texts for name in _WHOLE.findall(text)}
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for item in value.values() for s in _strings(item)]
-    if isinstance(value, list):
-        return [s for item in value for s in _strings(item)]
-    return []
-
-
-def _fill(template: Any, values: dict[str, Any]) -> Any:
-    """A whole-string placeholder keeps its value's type (a vector stays a list)."""
-    if isinstance(template, str):
-        whole = _WHOLE.fullmatch(template)
-        if whole:
-            return values[whole.group(1)]
-        return _WHOLE.sub(lambda m: str(values[m.group(1)]), template)
-    if isinstance(template, dict):
-        return {key: _fill(item, values) for key, item in template.items()}
-    if isinstance(template, list):
-        return [_fill(item, values) for item in template]
-    return template
+    return compile_operation(settings, where, upstreams) if settings is not None else None

@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from gateway.operations import UpstreamOperation
 
 CollectionName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class UpstreamOperation(Strict):
-    """One upstream call. `{placeholders}` in path, query values and body strings are filled
-    from the request: query, vector, top_k, offset, limit (top_k + 1, to see if more follow),
-    fetch (offset + top_k + 1, for upstreams without an offset), id."""
-
-    upstream: str
-    method: Literal["GET", "POST"] = "GET"
-    path: Annotated[str, Field(pattern=r"^/")]
-    query: dict[str, str] = {}
-    body: dict[str, Any] | None = None
-    mapping: dict[str, Any] = Field(description="JMESPath mapping onto hits (see mapping.py).")
 
 
 class VectorOperation(UpstreamOperation):

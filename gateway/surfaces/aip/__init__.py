@@ -1,0 +1,54 @@
+"""AIP 0.1: the publisher declaration (aip.json), capabilities, and the retrieve endpoint."""
+
+from __future__ import annotations
+
+from gateway.capability import Capability
+from gateway.settings import Settings
+from gateway.surface import Mount, MountContext, Problem, Surface
+from gateway.surfaces.aip.config import Aip
+
+
+class AipPlugin(Surface):
+    name = "aip"
+    config_key = "aip"
+    config_model = Aip
+    config_description = "AIP 0.1: aip.json and the retrieve endpoint."
+
+    def capabilities(self, settings: Settings) -> list[Capability]:
+        aip = self.section(settings)
+        if aip is None or not aip.enabled:
+            return []
+        return [Capability(
+            id="aip_retrieve", method="POST", endpoint=aip.retrieve_path,
+            description="Retrieve licensed content chunks with citations for an intent (AIP 0.1).",
+            params={"request_id": "string, required — the caller's id for this request",
+                    "intent": "object, required — domain, subdomain, ...",
+                    "runtime": "object, required — query_text, max_chunks, max_tokens",
+                    "platform": "object, required — id of the calling platform"},
+            returns="status ok|denied|error, content.chunks[] {id, text, token_count}, "
+                    "citations[], limits_applied",
+        )]
+
+    def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
+        from gateway.surfaces.aip.checks import aip_problems
+
+        return aip_problems(settings, self.section(settings))
+
+    def mount(self, context: MountContext) -> Mount | None:
+        aip = self.section(context.settings)
+        if aip is None or not aip.enabled:
+            return None
+        from gateway.surfaces.aip.declaration import aip_documents
+        from gateway.surfaces.aip.handlers import routes
+        from gateway.surfaces.aip.policy import AipPolicy
+        from gateway.surfaces.aip.render import error_response
+
+        settings = context.settings
+        policy = AipPolicy(list(context.policies))
+        documents = aip_documents(aip, settings.public_base_url or "", list(context.policies),
+                                  context.modified)
+        return Mount(self.name, routes(aip, set(settings.upstreams), policy),
+                     documents=dict(documents), render_error=error_response)
+
+
+SURFACE = AipPlugin()

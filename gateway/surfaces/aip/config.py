@@ -1,0 +1,102 @@
+"""Config models of the `aip` section: the publisher declaration and the sources it serves."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.operations import UpstreamOperation
+
+# The spec's dot-hierarchy: `finance` covers `finance.markets`.
+Domain = Annotated[str, Field(pattern=r"^[a-z0-9]+(\.[a-z0-9-]+)*$", max_length=200)]
+SourceName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
+Path = Annotated[str, Field(pattern=r"^(/[A-Za-z0-9._~-]+)+$")]
+Encoding = Literal["cl100k_base", "o200k_base"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Publisher(Strict):
+    id: Annotated[str, Field(pattern=r"^[a-z0-9_-]{2,64}$")]
+    name: Annotated[str, Field(min_length=1, max_length=128)]
+    domain: Annotated[str, Field(
+        max_length=253, pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                                r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")]
+
+
+class IntentAccess(Strict):
+    """`mode: live_only`, `storage_rights: none` and `cache_policy: no_store` are fixed by 0.1."""
+
+    enabled: bool = Field(True, description="Master switch; false denies every retrieve.")
+    state: Literal["active", "paused", "disabled"] = "active"
+    training_use: bool = False
+
+
+class Supports(Strict):
+    chunks: bool = True
+    citations: bool = True
+    full_article: bool = Field(
+        False, description="False: articles are split into chunks and never returned whole."
+    )
+
+
+class Retrieval(Strict):
+    supports: Supports = Supports()
+    max_chunks: Annotated[int, Field(ge=1, le=1000)] = 5
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 800
+    chunk_tokens: Annotated[int, Field(ge=8, le=100_000)] = Field(
+        200, description="Largest chunk an article is split into, in tokens."
+    )
+    encoding: Encoding = Field(
+        "cl100k_base", description="BPE encoding token counts use (bpe-openai, offline)."
+    )
+
+
+class Compliance(Strict):
+    revocable: bool = True
+    notice_required: bool = False
+    revocation_reason: Literal["legal", "policy", "technical"] | None = None
+    sunset: date | None = Field(None, description="Access ends after this date (UTC).")
+    last_updated: date | None = Field(
+        None, description="Default: the date this config file last changed."
+    )
+
+
+class EventEndpoint(Strict):
+    path: Path
+    required: bool = False
+
+
+class Source(Strict):
+    """Where answers come from: a search, and optionally the full article of each hit."""
+
+    description: Annotated[str, Field(max_length=500)] = ""
+    domains: list[Domain] = Field(
+        [], description="Intent domains this source answers; empty: every editorial domain."
+    )
+    search: UpstreamOperation
+    article: UpstreamOperation | None = Field(
+        None, description="Reads one hit's whole text ({id}); it is split into chunks."
+    )
+    search_texts: Literal["articles", "excerpts"] = Field(
+        "articles", description="Without `article`: whether search texts are whole articles "
+        "(split, never returned whole unless full_article) or excerpts (returned as they are).",
+    )
+
+
+class Aip(Strict):
+    enabled: bool = True
+    retrieve_path: Path = "/pag/retrieve"
+    capabilities_path: Path = "/.well-known/aip/capabilities"
+    declaration_max_age: Annotated[int, Field(ge=0, le=86400)] = 3600
+    publisher: Publisher
+    intent_access: IntentAccess = IntentAccess()
+    editorial_domains: list[Domain] = Field(min_length=1)
+    retrieval: Retrieval = Retrieval()
+    compliance: Compliance = Compliance()
+    event: EventEndpoint | None = Field(None, description="Advertised as endpoints.event.")
+    sources: dict[SourceName, Source] = Field(min_length=1)

@@ -1,0 +1,102 @@
+"""RetrieveResponse on the wire: ok, denied and error envelopes, always `no-store`.
+
+HTTP status per `status`: ok -> 200; denied -> 403, except `rate_limited` -> 429 with
+Retry-After (a consent decision is a refusal, and throttling is one clients should back off
+from); error -> the failure's own status (400 bad request, 401/403 authentication, 413, 415,
+502/504 upstream, 500 gateway).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+
+from gateway.errors import GatewayError
+from gateway.surfaces.aip.chunks import Chunk
+from gateway.surfaces.aip.policy import Denial, Limits
+
+VERSION = "0.1"
+NO_STORE = {"cache-control": "no-store"}
+
+# The gateway's failures as AIP error codes; the message never carries upstream detail.
+_ERRORS = {
+    "missing_credentials": ("auth_failed", "Authentication is required."),
+    "invalid_token": ("auth_failed", "The credentials were not accepted."),
+    "invalid_request": ("invalid_request", None),
+    "invalid_path": ("invalid_request", None),
+    "method_not_allowed": ("invalid_request", None),
+    "insufficient_scope": ("auth_failed", "The credentials do not allow this request."),
+    "upstream_unavailable": ("upstream_unavailable", "Temporary failure; retry later."),
+    "upstream_timeout": ("upstream_timeout", "The content source did not answer in time."),
+    "upstream_error": ("upstream_error", "Temporary failure; retry later."),
+    "not_found": ("not_found", "Nothing is served here."),
+    "request_too_large": ("request_too_large", None),
+    "auth_unavailable": ("unavailable", "Temporary failure; retry later."),
+    "rate_limit_unavailable": ("unavailable", "Temporary failure; retry later."),
+}
+
+
+def ok(request_id: str, chunks: list[Chunk], publisher: str, limits: Limits,
+       citations: bool) -> Response:
+    document = _envelope(request_id, "ok")
+    if chunks:
+        document["content"] = {"chunks": [
+            {"id": c.id, "text": c.text, "token_count": c.token_count} for c in chunks]}
+        if citations and (cited := _citations(chunks, publisher)):
+            document["citations"] = cited
+    document["limits_applied"] = {"max_chunks": limits.max_chunks,
+                                  "max_tokens": limits.max_tokens}
+    return _response(document, 200)
+
+
+def denied(request_id: str, denial: Denial, headers: dict[str, str] | None = None) -> Response:
+    document = _envelope(request_id, "denied")
+    document["denial"] = {"reason": denial.reason, "message": denial.message}
+    return _response(document, 429 if denial.reason == "rate_limited" else 403, headers)
+
+
+def error(request_id: str, failure: GatewayError) -> Response:
+    """Any gateway failure as status `error`; its status, code and safe message."""
+    code, message = _ERRORS.get(failure.code, ("internal_error", "Temporary failure; retry "
+                                                                 "later."))
+    if failure.status in (401, 403):
+        code = "auth_failed"  # a malformed credential is still an authentication failure
+    document = _envelope(request_id, "error")
+    document["error"] = {"code": code, "message": message or failure.message}
+    status = failure.status if failure.code in _ERRORS else 500
+    return _response(document, status, dict(failure.headers))
+
+
+def error_response(failure: GatewayError, request_id: str) -> Response:
+    """The surface's error renderer for the app (405s and unhandled failures)."""
+    return error(request_id, failure)
+
+
+def _envelope(request_id: str, status: str) -> dict[str, Any]:
+    now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return {"aip_version": VERSION, "request_id": request_id, "timestamp": now,
+            "status": status}
+
+
+def _citations(chunks: list[Chunk], publisher: str) -> list[dict[str, Any]]:
+    """One citation per cited source, naming only chunks this response returns."""
+    by_url: dict[str, dict[str, Any]] = {}
+    for chunk in chunks:
+        url = chunk.source.url
+        if not url:
+            continue
+        citation = by_url.setdefault(url, {"source_url": url, "publisher": publisher,
+                                           "chunk_ids": []})
+        if chunk.source.title:
+            citation.setdefault("title", chunk.source.title)
+        citation["chunk_ids"].append(chunk.id)
+    return list(by_url.values())
+
+
+def _response(document: dict[str, Any], status: int,
+              headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(document), status, {**(headers or {}), **NO_STORE},
+                    "application/json")

@@ -1,0 +1,110 @@
+"""AIP RetrieveRequest bodies, validated against the spec's schema into a small value."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from gateway.errors import GatewayError
+
+MEDIA_TYPE = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class RetrieveRequest:
+    request_id: str
+    platform_id: str
+    domain: str
+    subdomain: str | None
+    placement: str | None
+    query_text: str | None
+    latency_budget_ms: int | None
+    # From the gateway's namespaced extension `extensions.aigw`: what the platform asks for.
+    mode: str = "chunks"
+    source: str | None = None
+    uses: tuple[str, ...] = ()
+
+    @property
+    def intent_domains(self) -> tuple[str, ...]:
+        return (self.domain,) if self.subdomain is None else (self.domain, self.subdomain)
+
+
+def invalid(message: str) -> GatewayError:
+    return GatewayError(400, "invalid_request", message)
+
+
+def readable_request_id(body: Any) -> str | None:
+    """The body's request_id when there is one to echo, even in an otherwise bad request."""
+    if isinstance(body, dict):
+        value = body.get("request_id")
+        if isinstance(value, str) and 0 < len(value) <= 256 and value.isprintable():
+            return value
+    return None
+
+
+def parse_retrieve(body: Any) -> RetrieveRequest:
+    """A valid RetrieveRequest; `invalid_request` names the first offending member."""
+    errors = sorted(_validator("retrieve-request").iter_errors(body),
+                    key=lambda error: list(error.absolute_path))
+    if errors:
+        error = errors[0]
+        where = "/".join(str(part) for part in error.absolute_path) or "(body)"
+        raise invalid(f"The request does not match RetrieveRequest at {where}: "
+                      f"{_reason(error)}.")
+    extension = (body.get("extensions") or {}).get("aigw") or {}
+    intent, runtime = body["intent"], body["runtime"]
+    return RetrieveRequest(
+        request_id=body["request_id"], platform_id=body["platform"]["id"],
+        domain=intent["domain"], subdomain=intent.get("subdomain"),
+        placement=body["context"].get("placement"), query_text=runtime.get("query_text"),
+        latency_budget_ms=runtime.get("latency_budget_ms"),
+        mode=_string(extension, "mode") or "chunks", source=_string(extension, "source"),
+        uses=_uses(extension),
+    )
+
+
+@functools.cache
+def _validator(name: str) -> Any:
+    from jsonschema import Draft202012Validator
+
+    text = (resources.files("gateway") / "schemas" / "aip" / f"{name}.schema.json").read_text(
+        "utf-8")
+    return Draft202012Validator(json.loads(text),
+                                format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def schema_validator(name: str) -> Any:
+    """The Draft 2020-12 validator of one of the AIP schemas (aip, retrieve-response, ...)."""
+    return _validator(name)
+
+
+def _reason(error: Any) -> str:
+    """The schema's complaint without echoing the caller's value back."""
+    if error.validator == "required":
+        return error.message.split(" is a required")[0] + " is required"
+    if error.validator == "additionalProperties":
+        return "unknown member"
+    if error.validator in ("type", "const", "enum", "pattern", "format", "minimum", "maximum"):
+        return f"expected {error.validator} {error.validator_value!r}"[:200]
+    return f"fails {error.validator}"
+
+
+def _string(extension: Any, name: str) -> str | None:
+    value = extension.get(name) if isinstance(extension, dict) else None
+    if value is not None and not isinstance(value, str):
+        raise invalid(f"extensions.aigw.{name} must be a string.")
+    return value
+
+
+def _uses(extension: Any) -> tuple[str, ...]:
+    value = extension.get("use") if isinstance(extension, dict) else None
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise invalid("extensions.aigw.use must be a string or an array of strings.")

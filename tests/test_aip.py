@@ -1,0 +1,386 @@
+"""AIP 0.1 over real HTTP: client -> aigw process -> demo backend / a canned content API.
+
+The spec's JSON Schemas are the oracle: every retrieve answer must validate against
+retrieve-response.schema.json and aip.json against aip.schema.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import bpe_openai
+import httpx
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from processes import ROOT, Gateway, Process, free_port, start_backend, wait_for_http
+
+from gateway.surfaces.aip.tokens import TokenCounter
+
+SPECS = ROOT / "gateway" / "schemas" / "aip"
+PUBLISHER = {"id": "acme-help", "name": "Acme Help Centre", "domain": "help.example.com"}
+CL100K = bpe_openai.get_encoding("cl100k_base")
+AD_WORDS = ("price", "currency", "sponsored", "advertiser", "AdCo", "bid", "cpm", "auction",
+            "creative", "clearing")
+
+
+def validator(name: str) -> Draft202012Validator:
+    schema = json.loads((SPECS / f"{name}.schema.json").read_text())
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+RESPONSE = validator("retrieve-response")
+DECLARATION = validator("aip")
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def canned(logs_dir: Path) -> Iterator[str]:
+    port = free_port()
+    process = Process([sys.executable, str(ROOT / "tests" / "aip_upstream.py"), str(port)],
+                      logs_dir, f"aip-upstream-{port}")
+    url = f"http://127.0.0.1:{port}"
+    wait_for_http(url + "/ready", process=process.popen)
+    yield url
+    process.stop()
+
+
+def aip_config(backend: str, canned: str, workdir: Path, *, aip: dict | None = None,
+               policy: dict | None = None, **top: Any) -> dict[str, Any]:
+    policies = workdir / "policies"
+    policies.mkdir(exist_ok=True)
+    (policies / "aip.yaml").write_text(yaml.safe_dump({"aip": policy if policy is not None else {
+        "denied_platforms": ["scraper-bot"],
+        "allowed_placements": ["conversation", "chat"],
+        "forbidden_uses": ["training"],
+        "max_chunks": 4, "max_tokens": 250}}))
+    hit = {"items": "items", "id": "id", "text": "text",
+           # an over-eager mapping: ad fields reach the neutral model, never the wire
+           "fields": {"title": "title", "url": "url", "price": "price",
+                      "sponsored": "sponsored"}}
+    section = {
+        "publisher": PUBLISHER,
+        "editorial_domains": ["support", "finance", "health.nutrition", "canned", "long",
+                              "broken", "slow"],
+        "retrieval": {"max_chunks": 5, "max_tokens": 600, "chunk_tokens": 80},
+        "compliance": {"revocable": True, "notice_required": True,
+                       "last_updated": "2026-01-15"},
+        "event": {"path": "/pag/events", "required": False},
+        "sources": {
+            "canned": {"domains": ["canned", "slow"], "search_texts": "excerpts",
+                       "search": {"upstream": "canned", "path": "/search",
+                                  "query": {"q": "{query}"}, "mapping": hit}},
+            "long": {"domains": ["long"],
+                     "search": {"upstream": "canned", "path": "/search",
+                                "query": {"q": "{query}"}, "mapping": hit},
+                     "article": {"upstream": "canned", "path": "/article/{id}",
+                                 "mapping": {"id": "id", "text": "body",
+                                             "fields": hit["fields"]}}},
+            "broken": {"domains": ["broken"],
+                       "search": {"upstream": "canned", "path": "/unmappable",
+                                  "mapping": hit}},
+            "articles": {
+                "domains": ["support", "finance", "health.nutrition"],
+                "search": {"upstream": "helpcentre", "path": "/api/v1/articles/search",
+                           "query": {"q": "{query}", "limit": "{limit}"},
+                           "mapping": {"items": "items", "id": "id", "text": "snippet",
+                                       "fields": {"title": "title", "url": "url"}}},
+                "article": {"upstream": "helpcentre", "path": "/api/v1/articles/{id}",
+                            "mapping": {"id": "id", "text": "body",
+                                        "fields": {"title": "title", "url": "url"}}}},
+        },
+        **(aip or {}),
+    }
+    return {"public_base_url": "https://ai.example.com", "policies": str(policies),
+            "upstreams": {"helpcentre": {"url": backend}, "canned": {"url": canned}},
+            "aip": section, **top}
+
+
+@pytest.fixture(scope="module")
+def gateway(backend: str, canned: str,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    workdir = tmp_path_factory.mktemp("aip")
+    started = Gateway(aip_config(backend, canned, workdir), workdir)
+    yield started
+    started.stop()
+
+
+def ask(domain: str = "support.billing", query: str | None = "refund for a damaged item",
+        **changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "aip_version": "0.1", "request_id": "req_92fA1", "timestamp": "2026-01-15T14:30:00Z",
+        "platform": {"id": "acme-assistant"}, "intent": {"domain": domain},
+        "context": {"language": "en-US", "placement": "conversation"},
+        "runtime": {"session_id": "sess_1", "turn_index": 0},
+    }
+    if query is not None:
+        body["runtime"]["query_text"] = query
+    for key, value in changes.items():
+        body[key] = {**body[key], **value} if isinstance(value, dict) and key in body else value
+    return body
+
+
+def retrieve(gateway: Gateway, body: dict | bytes,
+             content_type: str = "application/json") -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(gateway.url + "/pag/retrieve", content=content, timeout=15,
+                      headers={"content-type": content_type})
+
+
+def answer(response: httpx.Response, http_status: int, status: str) -> dict[str, Any]:
+    """The body, after the checks every AIP answer must pass."""
+    assert response.status_code == http_status, response.text
+    assert response.headers["cache-control"] == "no-store"
+    body = response.json()
+    errors = [e.message for e in RESPONSE.iter_errors(body)]
+    assert not errors, errors
+    assert body["status"] == status
+    assert not ("content" in body and "denial" in body)
+    return body
+
+
+def denial(response: httpx.Response, reason: str, http_status: int = 403) -> dict[str, Any]:
+    body = answer(response, http_status, "denied")
+    assert body["denial"]["reason"] == reason and "content" not in body
+    return body
+
+
+# --------------------------------------------------------------------------- aip.json
+
+
+def test_declaration_validates_and_states_the_enforced_limits(gateway: Gateway):
+    response = httpx.get(gateway.url + "/.well-known/aip.json")
+    assert response.status_code == 200
+    assert response.headers["cache-control"].startswith("public, max-age=")
+    document = response.json()
+    assert not [e.message for e in DECLARATION.iter_errors(document)]
+    assert document["publisher"] == PUBLISHER
+    assert document["retrieval"] == {
+        "supports": {"chunks": True, "citations": True, "full_article": False},
+        "max_chunks": 4, "max_tokens": 250}  # the policy's, stricter than the section's
+    assert document["endpoints"] == {
+        "capabilities": {"method": "GET",
+                         "url": "https://ai.example.com/.well-known/aip/capabilities"},
+        "retrieve": {"method": "POST", "url": "https://ai.example.com/pag/retrieve",
+                     "capabilities_ref": "retrieval"},
+        "event": {"method": "POST", "url": "https://ai.example.com/pag/events",
+                  "required": False}}
+    assert document["compliance"]["last_updated"] == "2026-01-15"
+    assert "revocation_reason" not in document["compliance"]  # null would break the schema
+    again = httpx.get(gateway.url + "/.well-known/aip.json",
+                      headers={"if-none-match": response.headers["etag"]})
+    assert again.status_code == 304
+
+
+def test_capabilities_are_public_and_the_same_for_every_caller(gateway: Gateway):
+    plain = httpx.get(gateway.url + "/.well-known/aip/capabilities")
+    other = httpx.get(gateway.url + "/.well-known/aip/capabilities",
+                      headers={"authorization": "Bearer whoever", "x-forwarded-for": "10.1.1.1"})
+    assert plain.status_code == other.status_code == 200
+    assert plain.content == other.content
+    document = plain.json()
+    assert document["retrieval"]["max_chunks"] == 4
+    assert document["retrieval"]["token_counting"]["encoding"] == "cl100k_base"
+
+
+# --------------------------------------------------------------------------- ok
+
+
+def test_retrieve_returns_chunks_of_real_articles_with_citations(gateway: Gateway):
+    response = retrieve(gateway, ask())
+    body = answer(response, 200, "ok")
+    assert body["request_id"] == "req_92fA1"
+    chunks = body["content"]["chunks"]
+    assert 1 <= len(chunks) <= 4 and sum(c["token_count"] for c in chunks) <= 250
+    assert any("refund" in c["text"].lower() for c in chunks)
+    for chunk in chunks:
+        assert chunk["token_count"] == len(CL100K.encode_ordinary(chunk["text"]))
+    returned = {c["id"] for c in chunks}
+    cited = {i for citation in body["citations"] for i in citation["chunk_ids"]}
+    assert cited == returned
+    for citation in body["citations"]:
+        assert citation["source_url"].startswith("https://help.example.com/articles/")
+        assert citation["publisher"] == "Acme Help Centre" and citation["title"]
+    assert body["limits_applied"] == {"max_chunks": 4, "max_tokens": 250}
+
+
+@pytest.mark.parametrize("sizes,expected", [
+    ([80, 80, 50, 40], [80, 80, 50, 40]),   # exactly max_tokens (250)
+    ([80, 80, 50, 41], [80, 80, 50]),       # the fourth would make 251
+    ([10, 10, 10, 10], [10, 10, 10, 10]),   # exactly max_chunks (4)
+    ([10, 10, 10, 10, 10], [10, 10, 10, 10]),  # one more offered, never returned
+])
+def test_max_chunks_and_max_tokens_at_and_one_over(gateway, sizes, expected):
+    sizes_query = "sizes:" + ",".join(map(str, sizes))
+    body = answer(retrieve(gateway, ask("canned", sizes_query)), 200, "ok")
+    chunks = body["content"]["chunks"]
+    assert [c["token_count"] for c in chunks] == expected
+    assert all(c["token_count"] == len(CL100K.encode_ordinary(c["text"])) for c in chunks)
+    returned = {c["id"] for c in chunks}
+    assert {i for c in body["citations"] for i in c["chunk_ids"]} == returned
+    cited_urls = {c["source_url"] for c in body["citations"]}
+    assert cited_urls == {f"https://pub.example.com/excerpts/{n}"
+                          for n in range(1, len(expected) + 1)}
+
+
+def test_ad_and_pricing_fields_from_the_upstream_are_never_emitted(gateway: Gateway):
+    response = retrieve(gateway, ask("canned", "sizes:5,5"))
+    answer(response, 200, "ok")
+    long = retrieve(gateway, ask("long", "billing account"))
+    answer(long, 200, "ok")
+    for text in (response.text, long.text):
+        assert not [word for word in AD_WORDS if word.lower() in text.lower()]
+
+
+def test_a_long_article_is_split_and_never_returned_whole(gateway: Gateway):
+    from aip_upstream import LONG_ARTICLE
+
+    body = answer(retrieve(gateway, ask("long", "billing account step")), 200, "ok")
+    chunks = body["content"]["chunks"]
+    assert len(chunks) >= 1 and all(c["id"].startswith("long-1#") for c in chunks)
+    returned = " ".join(c["text"] for c in chunks)
+    assert all(c["text"] != LONG_ARTICLE for c in chunks)
+    assert len(returned.split()) < len(LONG_ARTICLE.split())  # some of it is always withheld
+    # limits alone (4 chunks, 250 tokens) would have allowed every chunk of this article
+    assert len(CL100K.encode_ordinary(LONG_ARTICLE)) <= 250
+    assert body["citations"] == [{"source_url": "https://pub.example.com/long-guide",
+                                  "publisher": "Acme Help Centre", "title": "The long guide",
+                                  "chunk_ids": [c["id"] for c in chunks]}]
+
+
+# --------------------------------------------------------------------------- denials
+
+
+@pytest.mark.parametrize("domain,subdomain,reason", [
+    ("finance", None, None),
+    ("finance.markets", None, None),            # finance covers finance.markets
+    ("health", None, "out_of_scope"),           # health.nutrition never covers health
+    ("health.nutrition.vitamins", None, None),
+    ("financex", None, "out_of_scope"),         # no prefix tricks
+    ("finance2.markets", None, "out_of_scope"),
+    ("sports", None, "out_of_scope"),
+    ("support", "finance.markets", None),
+    ("support", "sports.football", "out_of_scope"),  # every declared path must be in scope
+])
+def test_editorial_domains_follow_the_dot_hierarchy(gateway, domain, subdomain, reason):
+    intent = {"domain": domain} | ({"subdomain": subdomain} if subdomain else {})
+    response = retrieve(gateway, ask(query="refund", intent=intent))
+    if reason is None:
+        answer(response, 200, "ok")
+    else:
+        denial(response, reason)
+
+
+@pytest.mark.parametrize("changes", [
+    {"platform": {"id": "scraper-bot"}},
+    {"context": {"language": "en-US", "placement": "voice"}},
+    {"extensions": {"aigw": {"use": ["answer", "training"]}}},
+])
+def test_declared_constraints_are_policy_violations(gateway, changes):
+    denial(retrieve(gateway, ask(**changes)), "policy_violation")
+
+
+@pytest.mark.parametrize("changes", [
+    {"extensions": {"aigw": {"source": "nope"}}},
+    {"extensions": {"aigw": {"mode": "full_article"}}},
+    {"query": None},  # nothing to retrieve by
+])
+def test_what_is_not_offered_is_unsupported(gateway, changes):
+    denial(retrieve(gateway, ask(**changes)), "unsupported")
+
+
+@pytest.mark.parametrize("change", [
+    {"intent_access": {"enabled": False}},
+    {"intent_access": {"state": "paused"}},
+    {"compliance": {"revocable": True, "notice_required": True,
+                    "sunset": (datetime.now(UTC).date() - timedelta(days=1)).isoformat()}},
+])
+def test_access_disabled_when_paused_off_or_past_sunset(backend, canned, gateway_factory,
+                                                       tmp_path, change):
+    closed = gateway_factory(aip_config(backend, canned, tmp_path, aip=change))
+    denial(retrieve(closed, ask()), "access_disabled")
+    document = httpx.get(closed.url + "/.well-known/aip.json").json()
+    assert not [e.message for e in DECLARATION.iter_errors(document)]
+
+
+def test_rate_limited_per_platform_id(backend, canned, gateway_factory, tmp_path):
+    limits = {"storage": "memory://", "rules": [
+        {"name": "aip", "paths": ["/pag/retrieve"], "key": "platform", "limit": "2/minute"}]}
+    limited = gateway_factory(aip_config(backend, canned, tmp_path, rate_limits=limits))
+    first = {"platform": {"id": "platform-a"}}
+    for _ in range(2):
+        answer(retrieve(limited, ask("canned", "sizes:5", **first)), 200, "ok")
+    refused = retrieve(limited, ask("canned", "sizes:5", **first))
+    body = denial(refused, "rate_limited", 429)
+    assert body["request_id"] == "req_92fA1" and int(refused.headers["retry-after"]) >= 1
+    answer(retrieve(limited, ask("canned", "sizes:5", platform={"id": "platform-b"})), 200, "ok")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_upstream_down_is_an_error_that_leaks_nothing(canned, gateway_factory, tmp_path):
+    backend_process, backend = start_backend(tmp_path)
+    config = aip_config(backend, canned, tmp_path)
+    backend_process.stop()
+    down = gateway_factory(config)
+    response = retrieve(down, ask())
+    body = answer(response, 502, "error")
+    assert body["error"]["code"] == "upstream_unavailable"
+    assert body["request_id"] == "req_92fA1"
+    port = backend.rsplit(":", 1)[1]
+    assert port not in response.text and "127.0.0.1" not in response.text
+
+
+def test_unmappable_upstream_json_is_an_error(gateway: Gateway):
+    response = retrieve(gateway, ask("broken", "anything"))
+    body = answer(response, 502, "error")
+    assert body["error"]["code"] == "upstream_error"
+    assert "10.0.0.7" not in response.text and "nothing to see" not in response.text
+
+
+def test_latency_budget_bounds_the_upstream_wait(gateway: Gateway):
+    response = retrieve(gateway, ask("slow", "slow", runtime={"latency_budget_ms": 200}))
+    assert answer(response, 504, "error")["error"]["code"] == "upstream_timeout"
+
+
+@pytest.mark.parametrize("content,content_type,request_id", [
+    (b"{not json", "application/json", None),
+    (json.dumps({"aip_version": "0.1", "request_id": "req_bad"}).encode(), "application/json",
+     "req_bad"),
+    (json.dumps(ask(intent={"domain": "Finance"})).encode(), "application/json", "req_92fA1"),
+    (json.dumps(ask(auction={"bid": 1})).encode(), "application/json", "req_92fA1"),
+    (json.dumps(ask()).encode(), "text/plain", "req_92fA1"),
+])
+def test_invalid_requests_are_errors_echoing_a_readable_request_id(gateway, content,
+                                                                   content_type, request_id):
+    response = retrieve(gateway, content, content_type)
+    body = answer(response, 415 if content_type == "text/plain" else 400, "error")
+    assert body["error"]["code"] == "invalid_request"
+    assert body["request_id"] == (request_id or response.headers["x-request-id"])
+
+
+def test_wrong_method_answers_in_the_aip_dialect(gateway: Gateway):
+    response = httpx.get(gateway.url + "/pag/retrieve")
+    assert response.headers["allow"] == "POST"
+    answer(response, 405, "error")
+
+
+# --------------------------------------------------------------------------- token counting
+
+
+def test_token_counts_fall_back_to_utf8_bytes_which_never_undercount():
+    text = "naïve café — 日本語のテキスト, emoji 🎉 and plain words"
+    fallback = TokenCounter("no-such-encoding")
+    assert not fallback.exact
+    assert fallback.count(text) == len(text.encode("utf-8"))
+    real = TokenCounter("cl100k_base")
+    assert real.exact and real.count(text) == len(CL100K.encode_ordinary(text))
+    assert fallback.count(text) >= real.count(text)
