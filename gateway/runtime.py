@@ -19,6 +19,7 @@ from gateway.headers import parse_networks
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
 from gateway.proxy import ProxyOptions, ProxyTarget
+from gateway.redirects import UpstreamOrigin
 from gateway.settings import Settings, Upstream
 from gateway.upstream import Transport, create_transport
 
@@ -40,7 +41,8 @@ class Generation:
         self.default_target = (self.targets[settings.default_upstream]
                                if settings.default_upstream else None)
         self.proxy_options = ProxyOptions(
-            settings.proxy.max_body_bytes, settings.proxy.buffer_bytes, settings.proxy.via
+            settings.proxy.max_body_bytes, settings.proxy.buffer_bytes, settings.proxy.via,
+            settings.public_base_url,
         )
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
         self.endpoints = build_endpoints(settings, loaded.modified)
@@ -152,8 +154,9 @@ def _error_renderers(settings: Settings) -> dict[str, Any]:
 def _target(name: str, upstream: Upstream, transport: Transport) -> ProxyTarget:
     extra = tuple((k.lower().encode("latin-1"), v.encode("latin-1"))
                   for k, v in upstream.add_headers.items())
+    redirects = UpstreamOrigin.from_url(upstream.url) if upstream.rewrite_redirects else None
     return ProxyTarget(name, upstream.url, _host_field(upstream.url), upstream.preserve_host,
-                       transport, extra)
+                       transport, extra, redirects)
 
 
 def _host_field(url: str) -> bytes:
