@@ -13,6 +13,7 @@ GET|POST|... /echo/...   -> JSON: method, raw path, query, headers (as a list), 
 /own-limits              -> a response with the upstream's own (strict) RateLimit fields
 /truncated               -> declares 100 bytes, sends 5, and drops the connection
 .../redirect?name=value  -> 302 with each query parameter as a response field (any prefix)
+/reply                   -> the request body back, as application/json
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         fields = [(name.encode(), value.encode())
                   for name, value in parse_qsl(scope["query_string"].decode())]
         await _respond(send, 302, b"{}", fields)
+    elif path == "/reply":
+        await _respond(send, 200, body)
     elif path == "/count":
         await _respond(send, 200, json.dumps({"requests": _state["requests"]}).encode())
     else:
