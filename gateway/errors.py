@@ -39,6 +39,12 @@ def upstream_protocol_error() -> GatewayError:
     return GatewayError(502, "upstream_error", "The upstream service sent an invalid response.")
 
 
+def upstream_mapping_error(slot: str, expected: str) -> GatewayError:
+    return GatewayError(502, "upstream_error",
+                        "The upstream service sent a value the gateway cannot map.",
+                        {"reason": "mapping", "field": slot, "expected": expected})
+
+
 def no_route() -> GatewayError:
     return GatewayError(404, "not_found", "No route serves this path.")
 

@@ -6,6 +6,7 @@ comparison lower-cases first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 
@@ -110,8 +111,15 @@ def upstream_request_headers(
     return out
 
 
-def client_response_headers(headers: RawHeaders, via: bytes) -> RawHeaders:
-    """Upstream response headers minus hop-by-hop and gateway-owned ones, with Via appended."""
+def client_response_headers(
+    headers: RawHeaders, via: bytes,
+    rewrite: Callable[[bytes, bytes], bytes] | None = None,
+    rewrite_names: frozenset[bytes] = frozenset(),
+) -> RawHeaders:
+    """Upstream response headers minus hop-by-hop and gateway-owned ones, with Via appended.
+
+    Fields named in `rewrite_names` (lower-case) are passed through `rewrite(name, value)`.
+    """
     drop = HOP_BY_HOP | connection_options(headers) | _RESPONSE_OWNED
     out: RawHeaders = []
     vias: list[bytes] = []
@@ -119,7 +127,11 @@ def client_response_headers(headers: RawHeaders, via: bytes) -> RawHeaders:
         lowered = name.lower()
         if lowered == b"via":
             vias.append(value)
-        elif lowered not in drop:
+        elif lowered in drop:
+            continue
+        elif lowered in rewrite_names and rewrite is not None:
+            out.append((name, rewrite(lowered, value)))
+        else:
             out.append((name, value))
     out.append((b"via", _join(vias, via)))
     return out

@@ -10,6 +10,13 @@ vector and other fields are:
     vector: embedding
     fields: {title: title, url: url}
     metadata: {updated_at: updated_at}
+
+Each slot has the kind the neutral model promises every surface: an id is a string or an
+integer (rendered as a string), text a string, a score a number, a vector a list of numbers,
+and the source fields (`url`, `title`, `section`) and `updated_at` strings; other fields and
+metadata may be any JSON value. A null is an absent value. A value of another kind raises
+`UpstreamValueError`: the answer fails as a whole rather than reaching a client half-mapped,
+since a wrong kind means the mapping and the upstream disagree, on every item alike.
 """
 
 from __future__ import annotations
@@ -24,12 +31,23 @@ from jmespath.parser import ParsedResult
 from gateway.model import Hit
 
 _SLOTS = ("items", "id", "text", "score", "vector")
+STRING_FIELDS = frozenset({"url", "title", "section"})
+STRING_METADATA = frozenset({"updated_at"})
 
 
 class MappingError(ValueError):
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}")
         self.path = path
+
+
+class UpstreamValueError(Exception):
+    """An upstream value of the wrong kind for its slot; carries the slot, never the value."""
+
+    def __init__(self, slot: str, expected: str) -> None:
+        super().__init__(f"{slot}: expected {expected}")
+        self.slot = slot
+        self.expected = expected
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +70,25 @@ class HitMapping:
         return [hit for item in items if (hit := self.hit(item)) is not None]
 
     def hit(self, item: Any) -> Hit | None:
+        """One item as a Hit, or None without an id; `UpstreamValueError` for a wrong kind."""
         identifier = self.id.search(item)
         if identifier is None:
             return None
+        if isinstance(identifier, bool) or not isinstance(identifier, str | int):
+            raise UpstreamValueError("id", "a string or an integer")
         score = _search(self.score, item)
+        if score is not None and not _is_number(score):
+            raise UpstreamValueError("score", "a number")
         vector = _search(self.vector, item)
+        if vector is not None and not (isinstance(vector, list) and all(map(_is_number, vector))):
+            raise UpstreamValueError("vector", "a list of numbers")
         return Hit(
             id=str(identifier),
-            fields={name: expr.search(item) for name, expr in self.fields.items()},
-            text=_search(self.text, item),
-            score=float(score) if isinstance(score, int | float) else None,
-            vector=vector if isinstance(vector, list) else None,
-            metadata={name: expr.search(item) for name, expr in self.metadata.items()},
+            fields=_group(self.fields, item, "fields", STRING_FIELDS),
+            text=_string(_search(self.text, item), "text"),
+            score=float(score) if score is not None else None,
+            vector=vector,
+            metadata=_group(self.metadata, item, "metadata", STRING_METADATA),
         )
 
 
@@ -100,3 +125,21 @@ def _compile(expression: Any, where: str) -> ParsedResult:
 
 def _search(expression: ParsedResult | None, item: Any) -> Any:
     return expression.search(item) if expression is not None else None
+
+
+def _group(expressions: dict[str, ParsedResult], item: Any, where: str,
+           strings: frozenset[str]) -> dict[str, Any]:
+    values = {name: expr.search(item) for name, expr in expressions.items()}
+    for name in strings & values.keys():
+        _string(values[name], f"{where}.{name}")
+    return values
+
+
+def _string(value: Any, slot: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise UpstreamValueError(slot, "a string")
+    return value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -10,6 +10,7 @@ its own parts: parsing and validation, the upstream plan, the envelope and the e
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,7 +22,7 @@ from starlette.responses import Response
 
 from gateway import errors
 from gateway.context import RequestContext
-from gateway.mapping import HitMapping
+from gateway.mapping import HitMapping, UpstreamValueError
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
 from gateway.proxy import ProxyTarget
 from gateway.upstream import UpstreamError
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from gateway.loader import LoadedConfig
 
 RawHeaders = list[tuple[bytes, bytes]]
+log = logging.getLogger("aigw.pipeline")
 MAX_UPSTREAM_JSON_BYTES = 32 * 1024 * 1024
 
 
@@ -181,7 +183,7 @@ class Pipeline:
             call = surface.plan(narrowed, ctx)
             identity = self.identity.headers(ctx.principal) if self.identity else []
             document = await call_upstream_json(call, ctx, identity)
-            hits = self.policy.after(ctx, narrowed, call.mapping.hits(document))
+            hits = self.policy.after(ctx, narrowed, map_hits(call, document, ctx))
             return surface.render(narrowed, hits, ctx)
         except errors.GatewayError as error:
             ctx.error_code = error.code
@@ -189,6 +191,18 @@ class Pipeline:
 
     async def aclose(self) -> None:
         await self.authenticator.aclose()
+
+
+def map_hits(call: UpstreamCall, document: Any, ctx: RequestContext) -> list[Hit]:
+    """The upstream document as hits; a value of the wrong kind is a 502 `upstream_error`
+    naming the slot, never echoing the value (it may be anything the upstream holds)."""
+    try:
+        return call.mapping.hits(document)
+    except UpstreamValueError as exc:
+        ctx.upstream_error = "mapping"
+        log.warning("upstream value of the wrong kind", extra={"fields": {
+            "request_id": ctx.request_id, "upstream": call.target.name, "slot": exc.slot}})
+        raise errors.upstream_mapping_error(exc.slot, exc.expected) from None
 
 
 async def call_upstream_json(

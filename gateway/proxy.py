@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -16,6 +16,7 @@ from urllib.parse import unquote_to_bytes
 from gateway import errors
 from gateway.context import RequestContext
 from gateway.headers import ClientInfo, client_response_headers, upstream_request_headers
+from gateway.redirects import REWRITTEN_FIELDS, UpstreamOrigin, public_base, rewrite_field
 from gateway.upstream import Transport, UpstreamError, UpstreamResponse
 
 Scope = dict[str, Any]
@@ -34,6 +35,7 @@ class ProxyTarget:
     preserve_host: bool
     transport: Transport
     add_headers: tuple[tuple[bytes, bytes], ...] = ()
+    redirects: UpstreamOrigin | None = None  # rewrite URLs naming it; None: pass them as sent
 
     @property
     def add_names(self) -> frozenset[bytes]:
@@ -45,6 +47,7 @@ class ProxyOptions:
     max_body_bytes: int
     buffer_bytes: int
     via_name: str
+    public_base_url: str | None = None
 
 
 class BodyStream:
@@ -103,8 +106,9 @@ async def forward(
         raise _as_gateway_error(exc) from None
     finally:
         ctx.upstream_seconds = time.perf_counter() - started
+    rewrite = _redirect_rewriter(target, options, headers, client, trusted)
     try:
-        await _relay(ctx, scope, receive, send, response, options, via)
+        await _relay(ctx, scope, receive, send, response, options, via, rewrite)
     finally:
         await response.close()
 
@@ -137,8 +141,9 @@ def _declared_length(headers: list[tuple[bytes, bytes]]) -> tuple[int | None, bo
 async def _relay(
     ctx: RequestContext, scope: Scope, receive: Any, send: Any,
     response: UpstreamResponse, options: ProxyOptions, via: bytes,
+    rewrite: Callable[[bytes, bytes], bytes] | None = None,
 ) -> None:
-    headers = client_response_headers(response.headers, via)
+    headers = client_response_headers(response.headers, via, rewrite, REWRITTEN_FIELDS)
     if scope["method"] == "HEAD" or response.status in _NO_BODY_STATUS:
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
@@ -205,6 +210,32 @@ def _target_path(scope: Scope, drop_query: frozenset[bytes] = frozenset()) -> st
                           if unquote_to_bytes(pair.split(b"=", 1)[0]) not in drop_query)
     target = raw.decode("latin-1")
     return f"{target}?{query.decode('latin-1')}" if query else target
+
+
+def _redirect_rewriter(
+    target: ProxyTarget, options: ProxyOptions, headers: list[tuple[bytes, bytes]],
+    client: ClientInfo, trusted: bool,
+) -> Callable[[bytes, bytes], bytes] | None:
+    upstream = target.redirects
+    if upstream is None:
+        return None
+    base: list[str] = []  # worked out on first use: most responses carry no URL field
+
+    def rewrite(name: bytes, value: bytes) -> bytes:
+        if not base:
+            forwarded = dict(_first_forwarded(headers)) if trusted else {}
+            base.append(public_base(options.public_base_url, client.scheme, client.host,
+                                    forwarded.get(b"x-forwarded-proto"),
+                                    forwarded.get(b"x-forwarded-host")))
+        return rewrite_field(name, value, upstream, base[0])
+
+    return rewrite
+
+
+def _first_forwarded(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The first X-Forwarded-Proto and -Host, as the outermost trusted proxy set them."""
+    wanted = (b"x-forwarded-proto", b"x-forwarded-host")
+    return list(reversed([(name, value) for name, value in headers if name in wanted]))
 
 
 def _client_info(scope: Scope, headers: list[tuple[bytes, bytes]]) -> ClientInfo:

@@ -20,6 +20,7 @@ from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
 from gateway.policy.config import PolicyPack
 from gateway.proxy import ProxyOptions, ProxyTarget
+from gateway.redirects import UpstreamOrigin
 from gateway.routing import PathOwners
 from gateway.settings import Upstream
 from gateway.surface import Mount, MountContext
@@ -43,7 +44,8 @@ class Generation:
         self.default_target = (self.targets[settings.default_upstream]
                                if settings.default_upstream else None)
         self.proxy_options = ProxyOptions(
-            settings.proxy.max_body_bytes, settings.proxy.buffer_bytes, settings.proxy.via
+            settings.proxy.max_body_bytes, settings.proxy.buffer_bytes, settings.proxy.via,
+            settings.public_base_url,
         )
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
         self.mounts = _mount_surfaces(loaded)
@@ -152,8 +154,9 @@ def _mount_surfaces(loaded: LoadedConfig) -> list[Mount]:
 def _target(name: str, upstream: Upstream, transport: Transport) -> ProxyTarget:
     extra = tuple((k.lower().encode("latin-1"), v.encode("latin-1"))
                   for k, v in upstream.add_headers.items())
+    redirects = UpstreamOrigin.from_url(upstream.url) if upstream.rewrite_redirects else None
     return ProxyTarget(name, upstream.url, _host_field(upstream.url), upstream.preserve_host,
-                       transport, extra)
+                       transport, extra, redirects)
 
 
 def _host_field(url: str) -> bytes:

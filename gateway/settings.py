@@ -57,6 +57,13 @@ class Upstream(Strict):
     add_headers: dict[HeaderName, str] = Field(
         {}, description="Sent on every upstream request, e.g. the gateway's own credentials."
     )
+    rewrite_redirects: bool = Field(
+        True,
+        description="Rewrite this upstream's own URLs in Location, Content-Location, Refresh "
+        "and Link to the public origin (public_base_url, else the scheme and Host the client "
+        "used), replacing the URL's path prefix as nginx's `proxy_redirect default` does; "
+        "other origins and relative URLs pass unchanged.",
+    )
     health_path: str | None = Field(
         None, description="Path probed by /readyz; without it readiness is a TCP connect."
     )
