@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from gateway.demo.token_command import add_token_parser
 from gateway.loader import ConfigError, LoadedConfig, load_config
 from gateway.settings import Settings
+from gateway.surfaces.aip.cli import add_aip_parser
 
 
 def config_schema() -> dict:
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--backend-port", type=int, default=8081)
     demo.set_defaults(handler=cmd_demo)
     add_token_parser(commands)
+    add_aip_parser(commands)
     return parser
 
 

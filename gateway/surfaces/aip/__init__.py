@@ -1,0 +1,1 @@
+"""The Agentic Intent Protocol 0.1 surface: publisher policy, retrieve, signing and events."""
