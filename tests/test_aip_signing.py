@@ -141,9 +141,9 @@ async def test_two_redis_nonce_stores_refuse_each_others_nonces(secrets_env):
         assert isinstance(await first.verify("POST", PATH, headers, BODY, NOW), VerifiedKey)
         replay = await second.verify("POST", PATH, headers, BODY, NOW)
         assert isinstance(replay, SigningFailure) and replay.code == "replayed_nonce"
-        # Remembered while the timestamp can still pass: 300 s window - 200 s age = 100 s.
+        # Remembered while the timestamp can still pass: 300 s window - 200 s age (+ 1 s).
         [key] = client.keys(f"{prefix}:*")
-        assert 99_000 <= client.pttl(key) <= 100_000
+        assert 100_000 <= client.pttl(key) <= 101_000
         fresh = signed(at=NOW - timedelta(seconds=200))
         assert isinstance(await second.verify("POST", PATH, fresh, BODY, NOW), VerifiedKey)
     finally:
@@ -177,6 +177,14 @@ async def test_the_memory_store_forgets_after_the_ttl_and_refuses_when_full():
     clock[0] += 10
     assert await store.add("k", "one-too-many", 10)
     assert len(store) == 1
+
+
+async def test_a_replay_at_the_window_edge_is_still_refused(secrets_env):
+    check = verifier()
+    headers = signed(at=NOW - timedelta(seconds=300))
+    assert isinstance(await check.verify("POST", PATH, headers, BODY, NOW), VerifiedKey)
+    replay = await check.verify("POST", PATH, headers, BODY, NOW)
+    assert isinstance(replay, SigningFailure) and replay.code == "replayed_nonce"
 
 
 async def test_a_full_memory_store_refuses_requests_with_503(secrets_env):
