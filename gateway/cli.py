@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--backend-port", type=int, default=8081)
     demo.set_defaults(handler=cmd_demo)
     add_token_parser(commands)
+    for surface in registry.surfaces():
+        surface.add_commands(commands)
     return parser
 
 

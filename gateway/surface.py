@@ -101,6 +101,9 @@ class Surface:
         """Checks of a policy file's rules that name this surface's resources."""
         return []
 
+    def add_commands(self, commands: Any) -> None:
+        """Add this surface's `aigw` subcommands to the argparse subparsers `commands`."""
+
     def mount(self, context: MountContext) -> Mount | None:
         """The surface for one generation, or None when the config does not enable it."""
         return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway.capability import Capability
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
@@ -33,6 +35,11 @@ class AipPlugin(Surface):
         from gateway.surfaces.aip.checks import aip_problems
 
         return aip_problems(settings, self.section(settings))
+
+    def add_commands(self, commands: Any) -> None:
+        from gateway.surfaces.aip.cli import add_aip_parser
+
+        add_aip_parser(commands)
 
     def mount(self, context: MountContext) -> Mount | None:
         aip = self.section(context.settings)

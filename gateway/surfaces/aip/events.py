@@ -1,0 +1,229 @@
+"""AIP access and citation events: build, validate, and keep them in a durable sink.
+
+Two sinks behind one protocol. `RedisStreamSink` writes each event with one XADD before `emit`
+returns, so every replica shares one stream and an answered emit is stored. `JsonlSink` keeps a
+bounded queue drained by one writer task that appends whole lines with a single `os.write` on
+an O_APPEND descriptor (two generations alive across a reload never interleave half lines).
+A full queue makes `emit` wait rather than drop, and `aclose()` stops taking events, drains the
+queue and closes the file, so a reload or SIGTERM that closes the sink loses nothing. (A machine
+crash can lose what the kernel had not yet written; there is no fsync per event.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import uuid
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import jsonschema
+import orjson
+
+from gateway.surfaces.aip.signing_config import Events
+
+AIP_VERSION = "0.1"
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?)+$")
+
+
+class EventSinkUnavailable(Exception):
+    """The sink could not store the event (e.g. Redis is down, or the sink is closed)."""
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    text = (resources.files("gateway") / "schemas" / "aip" / name).read_text("utf-8")
+    return json.loads(text)
+
+
+def _format_checker() -> jsonschema.FormatChecker:
+    """The default checker plus the formats the event schema uses that need extra packages."""
+    checker = jsonschema.FormatChecker()
+    checker.checks("date-time")(_is_datetime)
+    checker.checks("hostname")(lambda value: not isinstance(value, str)
+                               or bool(_HOSTNAME.match(value)))
+    checker.checks("uri")(_is_uri)
+    return checker
+
+
+def _is_datetime(value: object) -> bool:
+    if not isinstance(value, str):
+        return True  # not a string: the `type` keyword reports it
+    if "T" not in value.upper():
+        return False
+    try:
+        return datetime.fromisoformat(value.upper()).tzinfo is not None
+    except ValueError:
+        return False
+
+
+def _is_uri(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    parts = urlsplit(value)
+    return bool(parts.scheme) and " " not in value
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(load_schema("access-citation-event.schema.json"),
+                                           format_checker=_format_checker())
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def access_event(
+    *, request_id: str, publisher_id: str, publisher_domain: str, platform_id: str,
+    chunks_returned: int, token_count: int,
+) -> dict[str, Any]:
+    """The `access` event of one `ok` retrieve."""
+    return {
+        "aip_version": AIP_VERSION, "event_id": f"evt_{uuid.uuid4().hex}",
+        "event_type": "access", "timestamp": _now(), "request_id": request_id,
+        "publisher": {"id": publisher_id, "domain": publisher_domain},
+        "platform": {"id": platform_id},
+        "access": {"chunks_returned": chunks_returned, "token_count": token_count,
+                   "retrieval_mode": "chunks"},
+    }
+
+
+def event_problem(event: Any) -> tuple[str, str] | None:
+    """The first failing field of an event (dotted path, message), or None when it is valid."""
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(event))
+    if error is None:
+        return None
+    path = [str(part) for part in error.absolute_path]
+    if error.validator == "required" and isinstance(error.instance, dict):
+        path.append(next(name for name in error.validator_value if name not in error.instance))
+        return ".".join(path), "is required"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = error.schema.get("properties", {})
+        path.append(next(name for name in error.instance if name not in known))
+        return ".".join(path), "is not allowed"
+    return ".".join(path) or "(body)", _short(error)
+
+
+def citation_problem(event: Any) -> tuple[str, str] | None:
+    """As `event_problem`, for an event a platform posts: it must be a `citation` event."""
+    problem = event_problem(event)
+    if problem is not None:
+        return problem
+    if event["event_type"] != "citation":
+        return "event_type", "expected 'citation'"
+    if "access" in event:
+        return "access", "is not allowed in a citation event"
+    if "citation" not in event:
+        return "citation", "is required"
+    return None
+
+
+def _short(error: jsonschema.ValidationError) -> str:
+    kinds = {"type": f"expected {error.validator_value}", "enum": "expected one of "
+             f"{', '.join(map(str, error.validator_value or []))}",
+             "const": f"expected {error.validator_value!r}",
+             "format": f"expected a valid {error.validator_value}",
+             "minimum": f"expected at least {error.validator_value}"}
+    return kinds.get(str(error.validator), "is invalid")
+
+
+class EventSink(Protocol):
+    async def emit(self, event: dict[str, Any]) -> None: ...
+
+    async def read(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """Stored events, oldest first; with a limit, the newest `limit` of them."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class JsonlSink:
+    def __init__(self, path: str, queue_size: int = 1000) -> None:
+        self._path = path
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue(queue_size)
+        self._writer: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        if self._closed or (self._writer is not None and self._writer.done()):
+            raise EventSinkUnavailable("sink is closed or its file cannot be written")
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._drain(), name="aip-events-writer")
+        await self._queue.put(orjson.dumps(event) + b"\n")
+
+    async def _drain(self) -> None:
+        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            while True:
+                lines = [await self._queue.get()]
+                while not self._queue.empty():
+                    lines.append(self._queue.get_nowait())
+                batch = b"".join(line for line in lines if line is not None)
+                if batch:
+                    os.write(fd, batch)
+                if None in lines:
+                    return
+        finally:
+            os.close(fd)
+
+    async def aclose(self) -> None:
+        """Write every queued event, then close; later emits raise `EventSinkUnavailable`."""
+        self._closed = True
+        if self._writer is not None:
+            await self._queue.put(None)
+            await self._writer
+
+    async def read(self, limit: int | None = None) -> list[dict[str, Any]]:
+        try:
+            with open(self._path, "rb") as file:
+                lines = [line for line in file.read().splitlines() if line.strip()]
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in lines[-limit if limit else 0:]]
+
+
+class RedisStreamSink:
+    def __init__(self, url: str, stream: str, max_len: int, timeout: float) -> None:
+        import redis.asyncio
+
+        self._client = redis.asyncio.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
+        self._stream = stream
+        self._max_len = max_len
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        import redis.exceptions
+
+        try:
+            await self._client.xadd(self._stream, {"event": orjson.dumps(event)},
+                                    maxlen=self._max_len, approximate=True)
+        except (redis.exceptions.RedisError, OSError) as exc:
+            raise EventSinkUnavailable(type(exc).__name__) from exc
+
+    async def read(self, limit: int | None = None) -> list[dict[str, Any]]:
+        import redis.exceptions
+
+        try:
+            if limit:
+                entries = (await self._client.xrevrange(self._stream, count=limit))[::-1]
+            else:
+                entries = await self._client.xrange(self._stream)
+        except (redis.exceptions.RedisError, OSError) as exc:
+            raise EventSinkUnavailable(type(exc).__name__) from exc
+        return [json.loads(fields[b"event"]) for _, fields in entries]
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def create_sink(events: Events) -> EventSink:
+    if events.redis_url is not None:
+        return RedisStreamSink(events.redis_url, events.stream, events.max_len,
+                               events.store_timeout)
+    return JsonlSink(events.file, events.queue_size)

@@ -1,0 +1,146 @@
+"""Config models of the AIP `signing` and `events` parts.
+
+Signing secrets never sit in the config body: each key names an environment variable or a file,
+read when the config is loaded (and again on every reload, which is how a secret rotates). A
+missing variable or file is a config error that names it, never the secret.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+MIN_SECRET_BYTES = 16
+_NONCE_SCHEMES = ("memory", "redis", "rediss")
+
+KeyId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,128}$")]
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+Version = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)*$")]
+KeyPrefix = Annotated[str, Field(pattern=r"^[A-Za-z0-9:_{}.-]{1,64}$")]
+
+
+def _store_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in _NONCE_SCHEMES:
+        raise ValueError(f"expected a URL with a scheme among {', '.join(_NONCE_SCHEMES)}")
+    if parts.scheme != "memory" and not parts.hostname:
+        raise ValueError("expected host:port in the redis URL")
+    return value
+
+
+def _redis_url(value: str) -> str:
+    if urlsplit(value).scheme not in ("redis", "rediss") or not urlsplit(value).hostname:
+        raise ValueError("expected a redis:// or rediss:// URL with a host")
+    return value
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SigningKey(Strict):
+    """Where one key's shared secret is read from; exactly one of the two."""
+
+    secret_env: EnvName | None = Field(None, description="Environment variable holding it.")
+    secret_file: str | None = Field(
+        None, description="File holding it (one trailing newline is ignored); a relative path "
+        "is resolved from the gateway's working directory.",
+    )
+    _secret: bytes = PrivateAttr(b"")
+
+    @model_validator(mode="after")
+    def _resolve(self) -> SigningKey:
+        if (self.secret_env is None) == (self.secret_file is None):
+            raise ValueError("expected exactly one of secret_env or secret_file")
+        secret = _read_env(self.secret_env) if self.secret_env else _read_file(self.secret_file)
+        if len(secret) < MIN_SECRET_BYTES:
+            source = self.secret_env or self.secret_file
+            raise ValueError(f"the secret in {source} is shorter than {MIN_SECRET_BYTES} bytes")
+        self._secret = secret
+        return self
+
+    @property
+    def secret(self) -> bytes:
+        return self._secret
+
+
+def _read_env(name: str) -> bytes:
+    value = os.environ.get(name)
+    if not value:
+        raise ValueError(f"environment variable {name} is not set")
+    return value.encode()
+
+
+def _read_file(name: str | None) -> bytes:
+    try:
+        data = Path(str(name)).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read secret file {name}: {exc.strerror or exc}") from None
+    return data.removesuffix(b"\n").removesuffix(b"\r")
+
+
+class Signing(Strict):
+    """HMAC-SHA256 message signing as AIP's authentication-signing page describes it."""
+
+    enabled: bool = Field(False, description="Verify X-AIP-* signatures on AIP requests.")
+    required: bool = Field(
+        True, description="Refuse unsigned requests. False lets them on to the other "
+        "authentication (e.g. OAuth); a signed request is verified either way.",
+    )
+    versions: list[Version] = Field(
+        ["0.1", "1.0"], min_length=1,
+        description="Accepted X-AIP-Version values: the signing page says 1.0, the 0.1 "
+        "schemas say 0.1; both name the same v1 HMAC scheme.",
+    )
+    keys: dict[KeyId, SigningKey] = Field(
+        {}, description="X-AIP-Key-Id -> where its shared secret is read from.",
+    )
+    window: Annotated[float, Field(gt=0, le=3600)] = Field(
+        300, description="Accepted distance, in seconds, between X-AIP-Timestamp and now.",
+    )
+    nonce_store: Annotated[str, AfterValidator(_store_url)] = Field(
+        "memory://", description="memory:// (one process) or a redis URL shared by replicas.",
+    )
+    nonce_key_prefix: KeyPrefix = "aigw:aip-nonce"
+    nonce_store_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
+        0.5, description="Socket timeout for the Redis nonce store, in seconds.",
+    )
+    max_memory_nonces: Annotated[int, Field(ge=100, le=10_000_000)] = Field(
+        100_000, description="Bound of the in-memory store; when full, requests are refused.",
+    )
+    sign_responses: bool = Field(
+        False, description="Sign responses with the key that signed the request.",
+    )
+
+    @model_validator(mode="after")
+    def _keys_when_enabled(self) -> Signing:
+        if self.enabled and not self.keys:
+            raise ValueError("expected at least one key when signing is enabled")
+        return self
+
+    def secret(self, key_id: str) -> bytes | None:
+        key = self.keys.get(key_id)
+        return key.secret if key is not None else None
+
+
+class Events(Strict):
+    """Where access and citation events are kept: a Redis stream, else a JSON-lines file."""
+
+    redis_url: Annotated[str, AfterValidator(_redis_url)] | None = Field(
+        None, description="Keep events in a Redis stream; without it, in `file`.",
+    )
+    stream: Annotated[str, Field(min_length=1, max_length=256)] = "aigw:aip:events"
+    max_len: Annotated[int, Field(ge=1000)] = Field(
+        1_000_000, description="Approximate stream length kept (XADD MAXLEN ~).",
+    )
+    store_timeout: Annotated[float, Field(gt=0, le=10)] = 0.5
+    file: str = Field(
+        "aip-events.jsonl", description="JSON-lines file, relative to the working directory.",
+    )
+    queue_size: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        1000, description="Events waiting for the file writer; a full queue makes callers wait.",
+    )

@@ -1,0 +1,238 @@
+"""AIP events: access events valid against the schema, citation validation naming the failing
+field, the JSON-lines and Redis-stream sinks, nothing lost on close, and `aigw aip events`."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import redis
+import yaml
+from processes import ROOT, free_port
+
+from gateway.surfaces.aip.events import (
+    EventSinkUnavailable,
+    JsonlSink,
+    RedisStreamSink,
+    access_event,
+    citation_problem,
+    create_sink,
+)
+from gateway.surfaces.aip.signing_config import Events
+
+REDIS_URL = "redis://127.0.0.1:6379/15"
+SCHEMA_FILE = ROOT / "gateway" / "schemas" / "aip" / "access-citation-event.schema.json"
+CITATION = {
+    "aip_version": "0.1", "event_id": "evt_1", "event_type": "citation",
+    "timestamp": "2025-11-14T18:22:05Z", "request_id": "req_92fA1",
+    "publisher": {"id": "pub-001", "domain": "example.com"},
+    "platform": {"id": "platform-acme-001"},
+    "citation": {"source_url": "https://example.com/crm-guide", "chunk_ids": ["c1"],
+                 "display_surface": "footnote"},
+}
+
+
+def schema_errors(event: dict) -> list[str]:
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()),
+                                                format_checker=jsonschema.FormatChecker())
+    return [error.message for error in validator.iter_errors(event)]
+
+
+def event(number: int) -> dict:
+    return access_event(request_id=f"req_{number}", publisher_id="pub-001",
+                        publisher_domain="example.com", platform_id="platform-acme-001",
+                        chunks_returned=number % 5, token_count=18 * number)
+
+
+def aigw(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+
+
+@pytest.fixture
+def stream() -> str:
+    name = f"test-aip-events-{secrets.token_hex(6)}"
+    yield name
+    client = redis.Redis.from_url(REDIS_URL)
+    client.delete(name)
+    client.close()
+
+
+def test_an_access_event_is_valid_and_counts_chunks_and_tokens():
+    built = access_event(request_id="req_92fA1", publisher_id="pub-001",
+                         publisher_domain="example.com", platform_id="platform-acme-001",
+                         chunks_returned=3, token_count=412)
+    assert schema_errors(built) == []
+    assert built["access"] == {"chunks_returned": 3, "token_count": 412,
+                               "retrieval_mode": "chunks"}
+    assert (built["event_type"], built["request_id"]) == ("access", "req_92fA1")
+    assert built["timestamp"].endswith("Z") and built["event_id"] != event(1)["event_id"]
+
+
+def test_a_valid_citation_event_passes():
+    assert schema_errors(CITATION) == []
+    assert citation_problem(CITATION) is None
+
+
+def _without(document: dict, *path: str) -> dict:
+    copy = json.loads(json.dumps(document))
+    target = copy
+    for part in path[:-1]:
+        target = target[part]
+    del target[path[-1]]
+    return copy
+
+
+def _with(document: dict, value: object, *path: str) -> dict:
+    copy = json.loads(json.dumps(document))
+    target = copy
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    return copy
+
+
+@pytest.mark.parametrize(("document", "field"), [
+    (_without(CITATION, "platform", "id"), "platform.id"),
+    (_without(CITATION, "request_id"), "request_id"),
+    (_with(CITATION, "not a url", "citation", "source_url"), "citation.source_url"),
+    (_with(CITATION, "c1", "citation", "chunk_ids"), "citation.chunk_ids"),
+    (_with(CITATION, 7, "citation", "chunk_ids", 0), "citation.chunk_ids.0"),
+    (_with(CITATION, "yesterday", "timestamp"), "timestamp"),
+    (_with(CITATION, "1.0", "aip_version"), "aip_version"),
+    (_with(CITATION, "not a host!", "publisher", "domain"), "publisher.domain"),
+    (_with(CITATION, {"cpm": 3}, "pricing"), "pricing"),
+    (_with(CITATION, "view", "event_type"), "event_type"),
+    (_with(CITATION, "access", "event_type"), "event_type"),
+    (_with(CITATION, {"chunks_returned": 1}, "access"), "access"),
+    (_without(CITATION, "citation"), "citation"),
+    ([CITATION], "(body)"),
+])
+def test_an_invalid_citation_names_the_failing_field(document, field):
+    problem = citation_problem(document)
+    assert problem is not None and problem[0] == field
+
+
+async def test_the_jsonl_sink_round_trips_and_reads_the_newest(tmp_path):
+    path = str(tmp_path / "events.jsonl")
+    sink = JsonlSink(path)
+    written = [event(number) for number in range(1, 6)]
+    for item in written:
+        await sink.emit(item)
+    await sink.aclose()
+    reader = create_sink(Events(file=path))
+    assert await reader.read() == written
+    assert await reader.read(limit=2) == written[-2:]
+    assert all(schema_errors(item) == [] for item in await reader.read())
+
+
+async def test_nothing_queued_is_lost_on_close(tmp_path):
+    path = tmp_path / "events.jsonl"
+    sink = JsonlSink(str(path), queue_size=1000)
+    written = [event(number) for number in range(500)]
+    for item in written:
+        await sink.emit(item)
+    assert not path.exists() or path.read_text().count("\n") < 500  # still queued
+    await sink.aclose()
+    assert [json.loads(line) for line in path.read_text().splitlines()] == written
+    with pytest.raises(EventSinkUnavailable):
+        await sink.emit(event(501))
+
+
+async def test_a_full_queue_makes_callers_wait_instead_of_dropping(tmp_path):
+    path = tmp_path / "events.jsonl"
+    sink = JsonlSink(str(path), queue_size=2)
+    written = [event(number) for number in range(50)]
+    for item in written:
+        await sink.emit(item)
+    await sink.aclose()
+    assert await JsonlSink(str(path)).read() == written
+
+
+async def test_two_generations_append_to_one_file_without_mixing_lines(tmp_path):
+    path = str(tmp_path / "events.jsonl")
+    old, new = JsonlSink(path), JsonlSink(path)
+    for number in range(100):
+        await (old if number % 2 else new).emit(event(number))
+    await old.aclose()
+    await new.aclose()
+    stored = await JsonlSink(path).read()
+    assert sorted(item["request_id"] for item in stored) == sorted(
+        f"req_{number}" for number in range(100))
+
+
+async def test_the_redis_stream_sink_round_trips(stream):
+    sink = create_sink(Events(redis_url=REDIS_URL, stream=stream))
+    assert isinstance(sink, RedisStreamSink)
+    written = [event(number) for number in range(1, 4)]
+    for item in written:
+        await sink.emit(item)
+    await sink.aclose()
+    other_replica = RedisStreamSink(REDIS_URL, stream, 1000, 1.0)
+    assert await other_replica.read() == written
+    assert await other_replica.read(limit=1) == written[-1:]
+    await other_replica.aclose()
+
+
+async def test_an_unreachable_redis_stream_refuses_the_event():
+    sink = RedisStreamSink(f"redis://127.0.0.1:{free_port()}/0", "aigw:aip:events", 1000, 0.5)
+    with pytest.raises(EventSinkUnavailable):
+        await sink.emit(event(1))
+    await sink.aclose()
+
+
+async def test_aigw_aip_events_prints_the_jsonl_file(tmp_path):
+    path = tmp_path / "events.jsonl"
+    sink = JsonlSink(str(path))
+    written = [event(number) for number in range(1, 4)]
+    for item in written:
+        await sink.emit(item)
+    await sink.aclose()
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({"aip": {"events": {"file": str(path)}}}))
+    result = aigw("aip", "events", "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == written
+    newest = aigw("aip", "events", "--config", str(config), "--limit", "1")
+    assert [json.loads(line) for line in newest.stdout.splitlines()] == written[-1:]
+
+
+async def test_aigw_aip_events_prints_the_redis_stream(tmp_path, stream):
+    sink = RedisStreamSink(REDIS_URL, stream, 1000, 1.0)
+    await sink.emit(CITATION)
+    await sink.aclose()
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({"aip": {"events": {"redis_url": REDIS_URL,
+                                                         "stream": stream}}}))
+    result = aigw("aip", "events", "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [CITATION]
+
+
+def test_aigw_aip_events_names_a_bad_setting(tmp_path):
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({"aip": {"events": {"redis_url": "http://x", "stram": 1}}}))
+    result = aigw("aip", "events", "--config", str(config))
+    assert result.returncode == 1
+    assert f"{config}: aip.events.redis_url: expected a redis:// or rediss:// URL" in result.stderr
+    assert f"{config}: aip.events.stram: Extra inputs are not permitted" in result.stderr
+
+
+def test_aigw_aip_events_reports_an_unreachable_redis_without_a_traceback(tmp_path):
+    config = tmp_path / "gateway.yaml"
+    url = f"redis://:hunter2@127.0.0.1:{free_port()}/0"
+    config.write_text(yaml.safe_dump({"aip": {"events": {"redis_url": url}}}))
+    result = aigw("aip", "events", "--config", str(config))
+    assert result.returncode == 1
+    assert "cannot read events" in result.stderr
+    assert "Traceback" not in result.stderr and "hunter2" not in result.stderr
+
+
+def test_events_config_defaults_to_a_jsonl_file():
+    assert isinstance(create_sink(Events()), JsonlSink)
+    assert Path(Events().file).name == "aip-events.jsonl"
