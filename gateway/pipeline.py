@@ -150,11 +150,18 @@ class Pipeline:
 
         return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth))
 
-    async def admit(self, ctx: RequestContext, scope: dict) -> None:
-        """Authenticate, then rate-limit; raise `GatewayError` when either refuses."""
+    async def admit(self, ctx: RequestContext, scope: dict, *,
+                    credentials_optional: bool = False) -> None:
+        """Authenticate, then rate-limit; raise `GatewayError` when either refuses.
+
+        With `credentials_optional` (public documents that merely personalise for a caller), a
+        credential that cannot be used makes the caller anonymous instead of refusing it.
+        """
         outcome = await self.authenticator.authenticate(ctx, scope)
         if isinstance(outcome, Decision):
-            raise denial(outcome)
+            if not credentials_optional:
+                raise denial(outcome)
+            outcome = ANONYMOUS
         ctx.principal = outcome
         decision = await self.limiter.check(ctx)
         if not decision.allowed:
