@@ -78,10 +78,10 @@ class GatewayApp:
             await _answer_error(owner, error, ctx, scope, receive, send)
             return
         if path in generation.cors_paths:
-            send = generation.cors.wrap(scope, send)
             if generation.cors.is_preflight(scope):
                 await generation.cors.preflight(scope, send)
                 return
+            send = generation.cors.wrap(scope, send)
         if document is not None:
             await _serve_document(document, ctx, scope, receive, send)
         elif owner is not None:
