@@ -77,6 +77,11 @@ class GatewayApp:
             error = errors.GatewayError(400, "invalid_path", f"Refused: {reason}.")
             await _answer_error(owner, error, ctx, scope, receive, send)
             return
+        if path in generation.cors_paths:
+            if generation.cors.is_preflight(scope):
+                await generation.cors.preflight(scope, send)
+                return
+            send = generation.cors.wrap(scope, send)
         if document is not None:
             await _serve_document(document, ctx, scope, receive, send)
         elif owner is not None:

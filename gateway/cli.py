@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from gateway import registry
-from gateway.console import load_or_exit, redact
+from gateway.console import load_or_exit, log_warnings, redact
 from gateway.demo.token_command import add_token_parser
 
 
@@ -25,6 +25,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     loaded = load_or_exit(args.config)
     configure_logging(loaded.settings.logging.level)
+    log_warnings(loaded)
     try:
         run(loaded)
     except Exception as exc:  # e.g. a listener port in use, or a store that cannot be built
@@ -35,8 +36,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     loaded = load_or_exit(args.config)
+    if loaded.warnings:
+        label = "error" if args.strict else "warning"
+        for issue in loaded.warnings:
+            print(f"  {label}: {issue}", file=sys.stderr)
+        if args.strict:
+            print(f"{args.config}: invalid with --strict ({len(loaded.warnings)} warning(s))",
+                  file=sys.stderr)
+            return 1
     upstreams = ", ".join(loaded.settings.upstreams)
-    print(f"{args.config}: valid (upstreams: {upstreams}; policy files: {len(loaded.policies)})")
+    print(f"{args.config}: valid (upstreams: {upstreams}; policy files: {len(loaded.policies)}; "
+          f"warnings: {len(loaded.warnings)})")
     return 0
 
 
@@ -59,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
     validate = commands.add_parser("validate", help="check a config; exit 1 listing every error")
     validate.add_argument("config")
+    validate.add_argument("--strict", action="store_true",
+                          help="treat warnings (e.g. an unlimited capability) as errors")
     validate.set_defaults(handler=cmd_validate)
     schema = commands.add_parser("schema", help="print the JSON Schema of the config file")
     schema.set_defaults(handler=cmd_schema)

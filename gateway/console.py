@@ -3,6 +3,7 @@ and keeping credentials out of what a terminal shows."""
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 
@@ -22,3 +23,11 @@ def load_or_exit(path: str) -> LoadedConfig:
 def redact(text: str) -> str:
     """Credentials in URLs (scheme://user:secret@host) never reach a terminal or a log."""
     return re.sub(r"(//)[^/@\s]+@", r"\1***@", text)
+
+
+def log_warnings(loaded: LoadedConfig) -> None:
+    """Each config warning, once, as a gateway log line."""
+    log = logging.getLogger("aigw.config")
+    for issue in loaded.warnings:
+        log.warning("config warning: %s", issue,
+                    extra={"fields": {"file": issue.file, "path": issue.path}})

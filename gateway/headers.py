@@ -6,6 +6,7 @@ comparison lower-cases first.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
@@ -21,6 +22,7 @@ _FORWARDED = frozenset(
     {b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"forwarded"}
 )
 # Fields the gateway sets itself, so any incoming copy is dropped.
+_HOST = re.compile(r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 _REQUEST_OWNED = frozenset({b"host", b"x-request-id", b"expect", b"via"})
 _RESPONSE_OWNED = frozenset({b"x-request-id", b"date", b"server", b"via"})
 
@@ -60,6 +62,22 @@ def client_address(peer: str, headers: RawHeaders,
         if hop and not is_trusted(hop, networks):
             return hop
     return hops[0] if hops and hops[0] else peer
+
+
+def request_origin(scope: dict, networks: tuple[IPv4Network | IPv6Network, ...]) -> str:
+    """`scheme://host[:port]` the client used: from X-Forwarded-Proto and -Host when the peer
+    is a trusted proxy, else from the connection and Host. A malformed host is never echoed."""
+    peer = scope["client"][0] if scope.get("client") else ""
+    fields = {name: value.decode("latin-1") for name, value in reversed(scope["headers"])}
+    scheme, host = scope.get("scheme", "http"), fields.get(b"host", "")
+    if is_trusted(peer, networks):
+        proto = fields.get(b"x-forwarded-proto", "").split(",")[0].strip().lower()
+        scheme = proto if proto in ("http", "https") else scheme
+        host = fields.get(b"x-forwarded-host", "").split(",")[0].strip() or host
+    if not _HOST.fullmatch(host):
+        server = scope.get("server") or ("localhost", None)
+        host = server[0] if server[1] is None else f"{server[0]}:{server[1]}"
+    return f"{scheme}://{host}"
 
 
 def connection_options(headers: RawHeaders) -> frozenset[bytes]:

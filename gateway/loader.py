@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from gateway import registry
 from gateway.policy.config import PolicyPack
 from gateway.settings import Settings
+from gateway.warnings import core_warnings
 
 _VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SECRET_WORDS = ("secret", "password", "token", "key", "credential")
@@ -49,6 +50,7 @@ class LoadedConfig:
     policies: dict[str, Any] = field(default_factory=dict)
     sources: tuple[Path, ...] = ()
     modified: date | None = None  # the config file's last change (UTC), as far as known
+    warnings: tuple[ConfigIssue, ...] = ()  # valid, but against the specs; see gateway.warnings
 
 
 def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> LoadedConfig:
@@ -70,7 +72,7 @@ def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
     if issues or settings is None:
         raise ConfigError(issues)
     return LoadedConfig(settings, config_path, policies, tuple(sources),
-                        _modified(config_path))
+                        _modified(config_path), _warnings(settings, str(config_path)))
 
 
 def fingerprint(sources: tuple[Path, ...], policies_dir: Path | None = None) -> bytes:
@@ -183,6 +185,11 @@ def _cross_checks(settings: Settings, file: str) -> list[ConfigIssue]:
     issues.extend(ConfigIssue(file, path, message)
                   for path, message in registry.config_problems(settings))
     return issues
+
+
+def _warnings(settings: Settings, file: str) -> tuple[ConfigIssue, ...]:
+    found = [*core_warnings(settings), *registry.config_warnings(settings)]
+    return tuple(ConfigIssue(file, path, message) for path, message in found)
 
 
 def _modified(file: Path) -> date | None:

@@ -152,15 +152,23 @@ class Pipeline:
 
         return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth))
 
-    async def admit(self, ctx: RequestContext, scope: dict) -> None:
-        """Authenticate, then rate-limit; raise `GatewayError` when either refuses."""
-        await self.authenticate(ctx, scope)
+    async def admit(self, ctx: RequestContext, scope: dict, *,
+                    credentials_optional: bool = False) -> None:
+        """Authenticate, then rate-limit; raise `GatewayError` when either refuses.
+
+        With `credentials_optional` (public documents that merely personalise for a caller), a
+        credential that cannot be used makes the caller anonymous instead of refusing it.
+        """
+        await self.authenticate(ctx, scope, credentials_optional=credentials_optional)
         await self.limit(ctx)
 
-    async def authenticate(self, ctx: RequestContext, scope: dict) -> None:
+    async def authenticate(self, ctx: RequestContext, scope: dict, *,
+                           credentials_optional: bool = False) -> None:
         outcome = await self.authenticator.authenticate(ctx, scope)
         if isinstance(outcome, Decision):
-            raise denial(outcome)
+            if not credentials_optional:
+                raise denial(outcome)
+            outcome = ANONYMOUS
         ctx.principal = outcome
 
     async def limit(self, ctx: RequestContext) -> None:

@@ -49,3 +49,8 @@ def capabilities(settings: Settings) -> tuple[Capability, ...]:
 def config_problems(settings: Settings) -> list[Problem]:
     found = capabilities(settings)
     return [problem for surface in surfaces() for problem in surface.problems(settings, found)]
+
+
+def config_warnings(settings: Settings) -> list[Problem]:
+    found = capabilities(settings)
+    return [warning for surface in surfaces() for warning in surface.warnings(settings, found)]

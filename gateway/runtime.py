@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from gateway import observability, registry
 from gateway.auth.forwarding import IdentityForwarding
+from gateway.cors import DocumentCors
 from gateway.discovery import core_documents
 from gateway.headers import parse_networks
 from gateway.loader import LoadedConfig
@@ -55,6 +56,9 @@ class Generation:
         # Discovery stays public whatever the route rules say.
         public = frozenset(self.owners.documents).union(
             *(mount.public_paths for mount in self.mounts))
+        self.cors_paths = public
+        api_keys = settings.auth.api_keys if settings.auth else None
+        self.cors = DocumentCors(settings.discovery, api_keys.header if api_keys else None)
         self.identity = IdentityForwarding(settings.auth)
         self.pipeline = Pipeline.from_config(loaded, public, storage, self.resources)
         self.active = 0

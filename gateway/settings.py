@@ -91,6 +91,39 @@ class Proxy(Strict):
     via: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = "aigw"
 
 
+def _origin(value: str) -> str:
+    if value == "*":
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path \
+            or parts.query or parts.fragment or parts.username:
+        raise ValueError("expected * or an origin such as https://agent.example (scheme, host "
+                         "and port only)")
+    return value
+
+
+Origin = Annotated[str, AfterValidator(_origin)]
+
+
+class Discovery(Strict):
+    """How browsers may read the public discovery documents (CORS)."""
+
+    cors_origins: list[Origin] = Field(
+        ["*"], description="Origins allowed to read the discovery documents: * for any, or a "
+        "list of origins (the matching one is echoed, with Vary: Origin); [] for no CORS.",
+    )
+    cors_max_age: Annotated[int, Field(ge=0, le=86400)] = Field(
+        86400, description="Access-Control-Max-Age of a preflight answer, in seconds."
+    )
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _star_alone(cls, value: list[str]) -> list[str]:
+        if "*" in value and len(value) > 1:
+            raise ValueError("expected either * alone or a list of origins")
+        return value
+
+
 class Logging(Strict):
     level: Literal["debug", "info", "warning", "error"] = "info"
     access_log: bool = True
@@ -118,6 +151,7 @@ class Settings(Strict):
         None, description="Upstream for every path no surface serves; none means 404."
     )
     proxy: Proxy = Proxy()
+    discovery: Discovery = Discovery()
     logging: Logging = Logging()
     reload: Reload = Reload()
     shutdown: Shutdown = Shutdown()

@@ -2,9 +2,9 @@
 
 A surface (one package under `gateway/surfaces/`, or a distribution of its own) exposes a
 `Surface` object under the `aigw.surfaces` entry-point group. Through it the surface
-contributes its config section, its load-time checks, its `/.well-known/ai` capabilities, and,
-for each config generation, a `Mount`: its routes, the path prefixes it owns, its public
-documents, its error dialect and the resources the policy engine decides on.
+contributes its config section, its load-time checks and warnings, its `/.well-known/ai`
+capabilities, and, for each config generation, a `Mount`: its routes, the path prefixes it
+owns, its public documents, its error dialect and the resources the policy engine decides on.
 
 The core never imports a surface: it finds them through `gateway.registry`.
 """
@@ -95,6 +95,11 @@ class Surface:
 
     def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
         """Load-time checks of the config beyond its schema."""
+        return []
+
+    def warnings(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
+        """What in a valid config works against the specs (e.g. an endpoint no rate limit
+        counts); `aigw validate --strict` refuses such a config."""
         return []
 
     def policy_problems(self, settings: Settings, pack: PolicyPack) -> list[Problem]:

@@ -452,21 +452,6 @@ def test_the_ai_document_lists_the_aidre_capabilities(backend, gateway_factory, 
     assert set(by_id) == {"aidre_search", "aidre_collections", "aidre_chunk"}
 
 
-def test_aidre_needs_the_public_base_url_for_its_absolute_endpoints(backend, tmp_path):
-    import yaml
-
-    from gateway.loader import ConfigError, load_config
-
-    config = aidre_gateway_config(backend, tmp_path)
-    del config["public_base_url"]
-    config["auth"]["resource"] = "https://ai.example.com"
-    file = tmp_path / "gateway.yaml"
-    file.write_text(yaml.safe_dump(config))
-    with pytest.raises(ConfigError) as caught:
-        load_config(file, env={})
-    assert [issue.path for issue in caught.value.issues] == ["public_base_url"]
-
-
 def test_discovery_stays_public_when_everything_else_needs_a_token(
     backend, gateway_factory, tmp_path
 ):

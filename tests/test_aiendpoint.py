@@ -148,17 +148,67 @@ RATE_CASES = {
 def test_requests_per_minute_follows_the_rules(case: str):
     rules, expected = RATE_CASES[case]
     built = document(rate_limits={"rules": rules})
-    assert built["rate_limits"] == {"requests_per_minute": expected,
-                                    "agent_tier_available": False}
+    assert built["rate_limits"] == {"requests_per_minute": expected}
     validator().validate(built)
 
 
-def test_agent_tiers_are_advertised_and_uncovered_capabilities_omit_rate_limits():
-    tiers = [{"client_id": "agent", "limit": "1/second"}]
-    tiered = rule("api", "120/minute", ["/api"], tiers=tiers)
-    assert document(rate_limits={"rules": [tiered]})["rate_limits"]["agent_tier_available"]
+def test_uncovered_capabilities_omit_rate_limits():
     assert "rate_limits" not in document(rate_limits={"rules": [rule("x", "1/minute", ["/x"])]})
     assert "rate_limits" not in document()
+
+
+def tiered(**tier: str) -> dict[str, Any]:
+    return {"rules": [rule("api", "120/minute", ["/api"],
+                           tiers=[{"limit": "10/second", **tier}])]}
+
+
+def keyed(client_id: str, scopes: list[str] = ()) -> dict[str, Any]:
+    key = {"sha256": "b" * 64, "subject": "s", "client_id": client_id, "scopes": list(scopes)}
+    return {"resource": "https://api.example", "api_keys": {"keys": [key]}}
+
+
+DEMO_ISSUER = {"issuer": {"url": "https://idp.example", "key_file": "k.json",
+                          "clients": {"agent": {"secret": "x", "scopes": ["read"]}}}}
+TIER_CASES = {  # tier conditions, auth section, demo section -> advertised?
+    "an API key carries the tier's client id": ({"client_id": "agent"}, keyed("agent"), None,
+                                                True),
+    "no credential carries that client id": ({"client_id": "agent"}, keyed("crm"), None, False),
+    "no auth: every caller is anonymous": ({"client_id": "agent"}, None, None, False),
+    "an API key has the tier's scope": ({"scope": "bulk"}, keyed("crm", ["bulk"]), None, True),
+    "an outside issuer may issue any client id": (
+        {"client_id": "agent"}, {"resource": "https://api.example", "issuers": [ISSUER]}, None,
+        True),
+    "an issuer without a kind claim issues one kind": (
+        {"token_kind": "owner"}, {"resource": "https://api.example",
+                                  "issuers": [{**ISSUER, "token_kind_claim": None}]}, None,
+        False),
+    "the demo issuer issues only its clients": (
+        {"client_id": "ghost"}, {"resource": "https://api.example", "issuers": [ISSUER]},
+        DEMO_ISSUER, False),
+    "a demo client reaches it": ({"client_id": "agent", "scope": "read"},
+                                 {"resource": "https://api.example", "issuers": [ISSUER]},
+                                 DEMO_ISSUER, True),
+}
+
+
+@pytest.mark.parametrize("case", list(TIER_CASES))
+def test_agent_tier_available_only_when_a_caller_can_reach_the_tier(case: str):
+    tier, auth, demo, expected = TIER_CASES[case]
+    sections: dict[str, Any] = {"rate_limits": tiered(**tier)}
+    if auth is not None:
+        sections["auth"] = auth
+    if demo is not None:
+        sections["demo"] = demo
+    built = document(**sections)
+    validator().validate(built)
+    assert built["rate_limits"].get("agent_tier_available", False) is expected
+
+
+def test_a_tier_lower_than_the_default_is_no_agent_tier():
+    lower = {"rules": [rule("api", "120/minute", ["/api"],
+                            tiers=[{"client_id": "agent", "limit": "60/minute"}])]}
+    built = document(rate_limits=lower, auth=keyed("agent"))
+    assert "agent_tier_available" not in built["rate_limits"]
 
 
 def test_absolute_endpoints_on_the_public_base_url_are_counted_and_others_are_not():
@@ -311,7 +361,7 @@ def test_served_without_a_token_while_everything_else_needs_one(gateway: Gateway
     served = response.json()
     validator().validate(served)
     assert served["auth"] == {"type": "bearer", "docs": SERVICE["docs"]}
-    assert served["rate_limits"] == {"requests_per_minute": 120, "agent_tier_available": False}
+    assert served["rate_limits"] == {"requests_per_minute": 120}
     modified = datetime.fromtimestamp(gateway.config_path.stat().st_mtime, UTC)
     assert served["meta"]["last_updated"] == modified.date().isoformat()
 

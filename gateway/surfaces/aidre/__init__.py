@@ -25,6 +25,11 @@ class AidrePlugin(Surface):
 
         return aidre_problems(settings, self.section(settings))
 
+    def warnings(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
+        from gateway.surfaces.aidre.capabilities import endpoint_warnings
+
+        return endpoint_warnings(settings, self.section(settings))
+
     def policy_problems(self, settings: Settings, pack: PolicyPack) -> list[Problem]:
         from gateway.surfaces.aidre.checks import vector_rule_problems
 

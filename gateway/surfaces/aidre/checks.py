@@ -20,9 +20,6 @@ def aidre_problems(settings: Settings, aidre: Aidre | None) -> list[tuple[str, s
         problems.append((exc.path, str(exc).removeprefix(f"{exc.path}: ")))
     if aidre.default_collection and aidre.default_collection not in aidre.collections:
         problems.append(("aidre.default_collection", "expected the name of a collection"))
-    if aidre.enabled and not settings.public_base_url:
-        problems.append(("public_base_url", "expected the gateway's public URL: AIDRE's "
-                                            "discovery document gives absolute endpoint URLs"))
     if aidre.default_top_k > aidre.max_top_k:
         problems.append(("aidre.default_top_k", "expected at most aidre.max_top_k"))
     return problems

@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from gateway.context import RequestContext
 from gateway.errors import GatewayError, request_too_large
+from gateway.headers import request_origin
 from gateway.model import Hit, Query
 from gateway.pipeline import UpstreamCall
 from gateway.surfaces.aidre import render
@@ -120,7 +121,7 @@ class ChunkSurface(AidreSurface):
                                 ctx.request_id)
         etag = '"' + _digest(document["content_hash"].encode()) + '"'
         headers = {"etag": etag, "cache-control": "private, no-cache"}
-        if etag in self.if_none_match:
+        if _matches(etag, self.if_none_match):
             return Response(status_code=304, headers=headers)
         return render.json_response(document, headers=headers)
 
@@ -154,38 +155,51 @@ async def list_collections(request: Request) -> Response:
         return refusal
     readable = generation.pipeline.policy.readable(ctx.principal)
     return render.json_response({"request_id": ctx.request_id,
-                                 "collections": [render.collection_entry(c) for c in readable]})
+                                 "collections": [render.collection_entry(c) for c in readable]},
+                                headers=_per_caller(generation, ctx))
 
 
 async def discovery(request: Request) -> Response:
+    """Public (§3.1): a credential that cannot be used is ignored, a valid one personalises."""
     ctx, generation = request.scope["aigw"]
-    if (refusal := await _admit(request)) is not None:
+    if (refusal := await _admit(request, credentials_optional=True)) is not None:
         return refusal
     policy, settings = generation.pipeline.policy, generation.settings
     organization = settings.service.organization.name \
         if settings.service and settings.service.organization else None
-    document = render.discovery(settings.aidre, settings.public_base_url or "", organization,
+    base_url = settings.public_base_url \
+        or request_origin(request.scope, generation.trusted_networks)
+    document = render.discovery(settings.aidre, base_url, organization,
                                 policy.readable(ctx.principal), policy.vectors_possible(),
                                 _auth_summary(generation))
     body = orjson.dumps(document)
     etag = '"' + _digest(body) + '"'
-    anonymous = ctx.principal.is_anonymous
-    headers = {"etag": etag, "vary": "Authorization",
-               "cache-control": f"{'public' if anonymous else 'private'}, "
-                                f"max-age={settings.aidre.discovery_max_age}"}
-    if etag in _if_none_match(request.scope["headers"]):
+    headers = {"etag": etag, **_per_caller(generation, ctx)}
+    if _matches(etag, _if_none_match(request.scope["headers"])):
         return Response(status_code=304, headers=headers)
     return Response(body, 200, headers, "application/json")  # §3.2: MUST be application/json
 
 
-async def _admit(request: Request) -> Response | None:
+async def _admit(request: Request, *, credentials_optional: bool = False) -> Response | None:
     """Authenticate and rate-limit; the refusal in AIDRE's dialect, or None."""
     ctx, generation = request.scope["aigw"]
     try:
-        await generation.pipeline.admit(ctx, request.scope)
+        await generation.pipeline.admit(ctx, request.scope,
+                                        credentials_optional=credentials_optional)
     except GatewayError as error:
         return render.error_response(error, ctx.request_id)
     return None
+
+
+def _per_caller(generation: Any, ctx: RequestContext) -> dict[str, str]:
+    """Caching fields of a response that depends on the caller's credential."""
+    auth = generation.settings.auth
+    vary = ["Authorization"]
+    if auth is not None and auth.api_keys is not None:
+        vary.append(auth.api_keys.header)
+    visibility = "public" if ctx.principal.is_anonymous else "private"
+    return {"vary": ", ".join(vary), "cache-control":
+            f"{visibility}, max-age={generation.settings.aidre.discovery_max_age}"}
 
 
 def _auth_summary(generation: Any) -> dict[str, Any]:
@@ -236,6 +250,11 @@ def _if_none_match(headers: list[tuple[bytes, bytes]]) -> list[str]:
         if name == b"if-none-match":
             return [tag.strip().removeprefix("W/") for tag in value.decode("latin-1").split(",")]
     return []
+
+
+def _matches(etag: str, if_none_match: list[str]) -> bool:
+    """`*` matches any current representation (RFC 9110 §13.1.2); the caller has one."""
+    return etag in if_none_match or "*" in if_none_match
 
 
 def _digest(body: bytes) -> str:

@@ -19,6 +19,11 @@ class AiEndpointPlugin(Surface):
 
         return ai_endpoint_problems(settings, extra_capabilities=capabilities)
 
+    def warnings(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
+        from gateway.surfaces.aiendpoint.warnings import ai_endpoint_warnings
+
+        return ai_endpoint_warnings(settings)
+
     def mount(self, context: MountContext) -> Mount | None:
         from gateway.surfaces.aiendpoint.document import ai_endpoint_documents
 

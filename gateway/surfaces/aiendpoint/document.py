@@ -11,14 +11,14 @@ from importlib import resources
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-import limits
 import orjson
 
 from gateway.auth.config import Auth
 from gateway.capability import Capability
 from gateway.endpoints import StaticDocument
 from gateway.paths import matches_prefix
-from gateway.ratelimit.config import Rule
+from gateway.ratelimit.coverage import covers
+from gateway.ratelimit.tiers import higher_tier_reachable, per_minute
 from gateway.service import Service
 from gateway.settings import Settings
 from gateway.surfaces.aiendpoint.config import AiEndpoint
@@ -131,30 +131,21 @@ def _auth(auth: Auth | None, docs: str | None) -> dict[str, str]:
 
 
 def _rate_limits(settings: Settings, capabilities: list[Capability]) -> dict[str, Any] | None:
-    """The strictest per-minute figure among the rules that count a capability's requests."""
+    """The strictest per-minute figure among the rules that count a capability's requests;
+    `agent_tier_available` only when one of them has a higher tier some caller can reach."""
     if settings.rate_limits is None:
         return None
     targets = [(path, capability.method) for capability in capabilities
-               if (path := _local_path(capability.endpoint, settings.public_base_url))]
+               if (path := local_path(capability.endpoint, settings.public_base_url))]
     rules = [rule for rule in settings.rate_limits.rules
-             if any(_covers(rule, path, method) for path, method in targets)]
+             if any(covers(rule, path, method) for path, method in targets)]
     if not rules:
         return None
-    return {
-        "requests_per_minute": min(_per_minute(rate) for rule in rules
-                                   for rate in (rule.limit, rule.burst) if rate is not None),
-        "agent_tier_available": any(rule.tiers for rule in rules),
-    }
-
-
-def _covers(rule: Rule, path: str, method: str) -> bool:
-    return ((rule.methods is None or method in rule.methods)
-            and any(matches_prefix(prefix, path) for prefix in rule.paths))
-
-
-def _per_minute(rate: str) -> int:
-    item = limits.parse(rate)
-    return max(1, item.amount * 60 // item.get_expiry())
+    described: dict[str, Any] = {
+        "requests_per_minute": min(per_minute(rule.limit, rule.burst) for rule in rules)}
+    if any(higher_tier_reachable(rule, settings) for rule in rules):
+        described["agent_tier_available"] = True
+    return described
 
 
 def _meta(service: Service, config_date: date | None) -> dict[str, str]:
@@ -164,7 +155,7 @@ def _meta(service: Service, config_date: date | None) -> dict[str, str]:
     return {name: value for name, value in meta.items() if value}
 
 
-def _local_path(endpoint: str, public_base_url: str | None) -> str | None:
+def local_path(endpoint: str, public_base_url: str | None) -> str | None:
     """The path a capability has on this gateway; None when it is served elsewhere."""
     parts = urlsplit(endpoint)
     if not parts.scheme:
@@ -195,7 +186,7 @@ def _admin_reason(endpoint: str, settings: Settings) -> str | None:
     if parts.scheme and _on_admin_listener(parts, settings):
         return (f"expected a public endpoint, got {endpoint!r}: it points at the admin listener "
                 f"({admin.host}:{admin.port}), which must never be advertised")
-    path = _local_path(endpoint, settings.public_base_url)
+    path = local_path(endpoint, settings.public_base_url)
     if path is not None and any(matches_prefix(admin_path, path) for admin_path in ADMIN_PATHS):
         return (f"expected a public endpoint, got {path!r}: admin paths "
                 f"({', '.join(ADMIN_PATHS)}) must never be advertised")
