@@ -69,7 +69,7 @@ class EdgeProtocol(HttpToolsProtocol):
         self._began_in_chunk = False
         self._header_count = 0
         self._head_bytes = 0  # target + names + values seen so far
-        self._raw_head_bytes = 0  # raw bytes of the head in progress, see data_received
+        self._raw_head_bytes = 0  # raw bytes of the head in progress, see _count_raw_head
         self._raw_allowance = (self.limits.max_header_bytes + _FRAMING_SLACK
                                + _FRAMING_PER_FIELD * self.limits.max_headers)
         self._head_timer: asyncio.TimerHandle | None = None
