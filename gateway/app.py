@@ -11,6 +11,7 @@ from starlette.routing import Match
 from gateway import errors, observability
 from gateway.context import RequestContext, request_id_from
 from gateway.headers import client_address, is_trusted
+from gateway.headlimits import check_head
 from gateway.paths import ambiguity
 from gateway.proxy import ClientDisconnected, forward
 from gateway.ratelimit.fields import with_rate_limit_fields
@@ -39,13 +40,14 @@ class GatewayApp:
         generation.enter()
         observability.IN_FLIGHT.inc()
         peer = scope["client"][0] if scope.get("client") else ""
+        trusted = is_trusted(peer, generation.trusted_networks)
         ctx = RequestContext(
-            request_id_from(scope["headers"]), scope["method"], scope["path"],
+            request_id_from(scope["headers"], trusted), scope["method"], scope["path"],
             client_address(peer, scope["headers"], generation.trusted_networks),
         )
         tagged_send = _tagging_send(send, ctx, generation)
         try:
-            await self._handle(generation, ctx, scope, receive, tagged_send)
+            await self._handle(generation, ctx, scope, receive, tagged_send, trusted)
         except errors.GatewayError as error:
             if ctx.status:
                 raise
@@ -64,14 +66,19 @@ class GatewayApp:
             if generation.settings.logging.access_log:
                 observability.write_access_log(ctx, elapsed)
 
-    async def _handle(
-        self, generation: Generation, ctx: RequestContext, scope: Scope, receive: Any, send: Any
-    ) -> None:
+    async def _handle(self, generation: Generation, ctx: RequestContext, scope: Scope,
+                      receive: Any, send: Any, trusted: bool) -> None:
         path = scope["path"]
         document = generation.owners.documents.get(path)
         owner = document.owner if document is not None else generation.owners.owner(path)
         if owner is not None:
             ctx.surface = owner.name
+        listen = generation.settings.listen  # the listener checks these first; any server too
+        try:
+            check_head(scope, listen.max_headers, listen.max_header_bytes)
+        except errors.GatewayError as error:
+            await _answer_error(owner, error, ctx, scope, receive, send)
+            return
         reason = ambiguity(path, scope.get("raw_path"))
         if reason is not None:
             error = errors.GatewayError(400, "invalid_path", f"Refused: {reason}.")
@@ -87,17 +94,14 @@ class GatewayApp:
         elif owner is not None:
             await _dispatch_surface(owner, generation, ctx, scope, receive, send)
         else:
-            await self._passthrough(generation, ctx, scope, receive, send)
+            await self._passthrough(generation, ctx, scope, receive, send, trusted)
 
-    async def _passthrough(
-        self, generation: Generation, ctx: RequestContext, scope: Scope, receive: Any, send: Any
-    ) -> None:
+    async def _passthrough(self, generation: Generation, ctx: RequestContext, scope: Scope,
+                           receive: Any, send: Any, trusted: bool) -> None:
         target = generation.default_target
         if target is None:
             raise errors.no_route()
         await generation.pipeline.admit(ctx, scope)
-        peer = scope["client"][0] if scope.get("client") else ""
-        trusted = is_trusted(peer, generation.trusted_networks)
         await forward(
             ctx, scope, receive, send, target, generation.proxy_options, trusted=trusted,
             drop_headers=generation.identity.drop,

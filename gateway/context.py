@@ -10,17 +10,22 @@ from typing import Any
 
 from gateway.model import ANONYMOUS, Principal
 
-_VALID_REQUEST_ID = re.compile(rb"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+# What a trusted proxy's id may look like: short, and safe in headers, logs and JSON.
+_SAFE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._-]{1,128}")
 
 
-def request_id_from(headers: list[tuple[bytes, bytes]]) -> str:
-    """Keep a well-formed incoming X-Request-Id, else make a new one."""
-    for name, value in headers:
-        if name == b"x-request-id":
-            if _VALID_REQUEST_ID.fullmatch(value):
-                return value.decode("ascii")
-            break
+def new_request_id() -> str:
+    """A fresh id, unique across processes and restarts (128 random bits)."""
     return os.urandom(16).hex()
+
+
+def request_id_from(headers: list[tuple[bytes, bytes]], trusted: bool) -> str:
+    """The id a trusted proxy sent, when there is exactly one and it is safe; else a new one."""
+    if trusted:
+        sent = [value for name, value in headers if name == b"x-request-id"]
+        if len(sent) == 1 and _SAFE_REQUEST_ID.fullmatch(sent[0]):
+            return sent[0].decode("ascii")
+    return new_request_id()
 
 
 @dataclass(slots=True)

@@ -1,4 +1,5 @@
-"""Header hygiene for a forwarding proxy (RFC 9110 §7.6): hop-by-hop removal, Via, X-Forwarded-*.
+"""Header hygiene for a forwarding proxy (RFC 9110 §7.6): hop-by-hop removal, Via, X-Forwarded-*,
+client-IP fields only from trusted proxies.
 
 Header names from uvicorn arrive lower-cased; those from upstream clients may not, so every
 comparison lower-cases first.
@@ -20,6 +21,10 @@ HOP_BY_HOP = frozenset({
 })
 _FORWARDED = frozenset(
     {b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"forwarded"}
+)
+# Client-address fields that CDNs and proxies set; anyone else could forge them.
+_CLIENT_IP = frozenset(
+    {b"x-real-ip", b"true-client-ip", b"x-client-ip", b"cf-connecting-ip"}
 )
 # Fields the gateway sets itself, so any incoming copy is dropped.
 _HOST = re.compile(r"(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
@@ -107,7 +112,7 @@ def upstream_request_headers(
     """
     drop = HOP_BY_HOP | connection_options(headers) | _REQUEST_OWNED | drop_also
     if not trusted:
-        drop |= _FORWARDED
+        drop |= _FORWARDED | _CLIENT_IP
     out: RawHeaders = [(b"host", host)]
     incoming: dict[bytes, list[bytes]] = {}
     for name, value in headers:

@@ -55,6 +55,10 @@ RATE_LIMIT_DECISIONS = Counter(
 RATE_LIMIT_STORE_ERRORS = Counter(
     "aigw_ratelimit_store_errors_total", "Rate-limit store failures by rule.", ["rule"],
 )
+EDGE_REFUSALS = Counter(
+    "aigw_edge_refusals_total",
+    "Requests the listener refused before the app (431, 408, malformed HTTP), by code.", ["code"],
+)
 IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.")
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

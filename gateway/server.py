@@ -19,9 +19,12 @@ import uvicorn
 
 from gateway.admin import create_admin_app
 from gateway.app import GatewayApp
+from gateway.edge import protocol_for
+from gateway.headlimits import HeadLimits
 from gateway.loader import LoadedConfig
 from gateway.reload import Reloader
 from gateway.runtime import Runtime
+from gateway.settings import Listener
 
 log = logging.getLogger("aigw.server")
 
@@ -35,14 +38,21 @@ class Server(uvicorn.Server):
 
 
 def listener(
-    app: Any, host: str, port: int, *, lifespan: str = "off", grace: float = 30.0
+    app: Any, host: str, port: int, *, lifespan: str = "off", grace: float = 30.0,
+    limits: HeadLimits | None = None, keep_alive: float = 15.0,
 ) -> Server:
     config = uvicorn.Config(
-        app, host=host, port=port, lifespan=lifespan, loop="none", http="httptools",
+        app, host=host, port=port, lifespan=lifespan, loop="none",
+        http=protocol_for(limits or HeadLimits()),
         log_config=None, access_log=False, server_header=False, proxy_headers=False,
-        timeout_graceful_shutdown=math.ceil(grace), timeout_keep_alive=15,
+        timeout_graceful_shutdown=math.ceil(grace), timeout_keep_alive=keep_alive,
     )
     return Server(config)
+
+
+def _edge(settings: Listener) -> dict[str, Any]:
+    limits = HeadLimits(settings.max_headers, settings.max_header_bytes, settings.header_timeout)
+    return {"limits": limits, "keep_alive": settings.keep_alive_timeout}
 
 
 async def serve(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None:
@@ -51,8 +61,9 @@ async def serve(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None
     runtime = Runtime(loaded)
     reloader = Reloader(runtime)
     public = listener(GatewayApp(runtime), settings.listen.host, settings.listen.port,
-                      lifespan="on", grace=settings.shutdown.grace)
-    admin = listener(create_admin_app(runtime), settings.admin.host, settings.admin.port)
+                      lifespan="on", grace=settings.shutdown.grace, **_edge(settings.listen))
+    admin = listener(create_admin_app(runtime), settings.admin.host, settings.admin.port,
+                     **_edge(settings.admin))
 
     def stop() -> None:
         if runtime.draining:

@@ -33,8 +33,24 @@ class Strict(BaseModel):
 
 
 class Listener(Strict):
+    """Where a listener binds, and the limits every connection to it lives under (read at start)."""
+
     host: str = "127.0.0.1"
     port: Port = 8080
+    max_headers: Annotated[int, Field(ge=1, le=10000)] = Field(
+        100, description="Most header fields in one request; more are answered 431."
+    )
+    max_header_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = Field(
+        60 * 1024,
+        description="Most bytes of request target plus header names and values; more is 431.",
+    )
+    header_timeout: Seconds = Field(
+        10.0, description="Longest time to receive a request's head, from its first byte "
+                          "(from the connection's start for its first request)."
+    )
+    keep_alive_timeout: Seconds = Field(
+        15.0, description="How long an idle keep-alive connection is held between requests."
+    )
 
 
 class AdminListener(Listener):
@@ -86,7 +102,9 @@ class Proxy(Strict):
     )
     trusted_proxies: list[Network] = Field(
         default_factory=list,
-        description="Addresses or CIDR ranges of proxies whose X-Forwarded-* headers are kept.",
+        description="Addresses or CIDR ranges of proxies whose X-Forwarded-*, Forwarded, "
+                    "client-IP (X-Real-IP, True-Client-IP, X-Client-IP, CF-Connecting-IP) and "
+                    "X-Request-Id headers are kept.",
     )
     via: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = "aigw"
 

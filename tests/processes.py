@@ -94,7 +94,8 @@ class Gateway:
     def __init__(self, config: dict[str, Any], workdir: Path) -> None:
         self.port = free_port()
         self.admin_port = free_port()
-        config = {**config, "listen": {"host": "127.0.0.1", "port": self.port},
+        listen = {**config.get("listen", {}), "host": "127.0.0.1", "port": self.port}
+        config = {**config, "listen": listen,
                   "admin": {"host": "127.0.0.1", "port": self.admin_port}}
         config.setdefault("reload", {"interval": 0.2})
         self.config_path = workdir / f"gateway-{self.port}.yaml"

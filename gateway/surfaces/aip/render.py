@@ -60,13 +60,14 @@ def denied(request_id: str, denial: Denial, headers: dict[str, str] | None = Non
 
 def error(request_id: str, failure: GatewayError) -> Response:
     """Any gateway failure as status `error`; its status, code and safe message."""
-    code, message = _ERRORS.get(failure.code, ("internal_error", "Temporary failure; retry "
-                                                                 "later."))
+    known = failure.code in _ERRORS or 400 <= failure.status < 500
+    code, message = _ERRORS.get(failure.code, ("invalid_request", None) if known else
+                                ("internal_error", "Temporary failure; retry later."))
     if failure.status in (401, 403):
         code = "auth_failed"  # a malformed credential is still an authentication failure
     document = _envelope(request_id, "error")
     document["error"] = {"code": code, "message": message or failure.message}
-    status = failure.status if failure.code in _ERRORS else 500
+    status = failure.status if known else 500
     return _response(document, status, dict(failure.headers))
 
 
