@@ -11,6 +11,7 @@ its own parts: parsing and validation, the upstream plan, the envelope and the e
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
@@ -87,7 +88,14 @@ class UpstreamCall:
     json: Any = None
 
 
+Fetch = Callable[[UpstreamCall], Awaitable[list[Hit]]]
+
+
 class RetrievalSurface(Protocol):
+    """A surface whose request needs several upstream calls defines
+    `async collect(query, ctx, fetch) -> list[Hit]` instead of `plan` (`fetch` makes one call
+    and maps its answer)."""
+
     name: str
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
@@ -171,10 +179,15 @@ class Pipeline:
             narrowed = self.policy.before(ctx, query)
             if isinstance(narrowed, Decision):
                 raise denial(narrowed)
-            call = surface.plan(narrowed, ctx)
             identity = self.identity.headers(ctx.principal) if self.identity else []
-            document = await call_upstream_json(call, ctx, identity)
-            hits = self.policy.after(ctx, narrowed, call.mapping.hits(document))
+
+            async def fetch(call: UpstreamCall) -> list[Hit]:
+                return call.mapping.hits(await call_upstream_json(call, ctx, identity))
+
+            collect = getattr(surface, "collect", None)
+            hits = await collect(narrowed, ctx, fetch) if collect is not None \
+                else await fetch(surface.plan(narrowed, ctx))
+            hits = self.policy.after(ctx, narrowed, hits)
             return surface.render(narrowed, hits, ctx)
         except errors.GatewayError as error:
             ctx.error_code = error.code

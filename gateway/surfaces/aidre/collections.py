@@ -14,7 +14,8 @@ from gateway.proxy import ProxyTarget
 from gateway.surfaces.aidre.config import Aidre, Collection, EmbeddingSpace, UpstreamOperation
 
 _WHOLE = re.compile(r"\{(\w+)\}")
-PLACEHOLDERS = frozenset({"query", "vector", "top_k", "offset", "limit", "fetch", "id"})
+PLACEHOLDERS = frozenset({"query", "vector", "top_k", "offset", "limit", "fetch", "id",
+                          "visibility"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,17 @@ class CompiledCollection:
     @property
     def returns_vectors(self) -> bool:
         return self.vector_search is not None
+
+    @property
+    def visibility(self) -> str:
+        return self.settings.visibility
+
+    @property
+    def record_visibility(self) -> dict[str, frozenset[str]] | None:
+        rules = self.settings.record_visibility
+        if rules is None:
+            return None
+        return {value: frozenset(scopes) for value, scopes in rules.scopes.items()}
 
 
 def compile_collections(aidre: Aidre, upstreams: set[str]) -> dict[str, CompiledCollection]:

@@ -16,7 +16,8 @@ class Strict(BaseModel):
 class UpstreamOperation(Strict):
     """One upstream call. `{placeholders}` in path, query values and body strings are filled
     from the request: query, vector, top_k, offset, limit (top_k + 1, to see if more follow),
-    fetch (offset + top_k + 1, for upstreams without an offset), id."""
+    fetch (offset + top_k + 1, for upstreams without an offset), id, visibility (the record
+    visibilities the caller may see, comma-separated, for upstreams that can filter by them)."""
 
     upstream: str
     method: Literal["GET", "POST"] = "GET"
@@ -24,6 +25,10 @@ class UpstreamOperation(Strict):
     query: dict[str, str] = {}
     body: dict[str, Any] | None = None
     mapping: dict[str, Any] = Field(description="JMESPath mapping onto hits (see mapping.py).")
+    max_items: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="The most items the upstream answers per call (its page cap). Beyond "
+        "it the gateway pages with {offset}, or marks the response meta.truncated.",
+    )
 
 
 class VectorOperation(UpstreamOperation):
@@ -40,6 +45,20 @@ class EmbeddingSpace(Strict):
     revision: str | None = None
 
 
+class RecordVisibility(Strict):
+    """Records carry their own visibility (mapped as `metadata.visibility`); this says who
+    sees which. A value named nowhere, or a record without one, is seen by nobody."""
+
+    scopes: dict[str, list[str]] = Field(
+        {}, description="Scopes a caller needs to see a record of each visibility; `public` "
+        "records and those of the collection's own visibility need none beyond the collection's.",
+    )
+    lookup: Literal["none", "chunk"] = Field(
+        "none", description="`chunk`: a search hit whose mapping gives no visibility is read "
+        "through the chunk operation to learn it (one upstream call per hit).",
+    )
+
+
 class Collection(Strict):
     description: Annotated[str, Field(max_length=500)]
     visibility: Literal["public", "private"] = "public"
@@ -47,6 +66,10 @@ class Collection(Strict):
         [], description="Scopes a caller needs to see or read a private collection."
     )
     updated_at: str | None = None
+    record_visibility: RecordVisibility | None = Field(
+        None, description="Per-record visibility (AIDRE §12); without it every record has the "
+        "collection's visibility, or the one its mapping gives.",
+    )
     text_search: UpstreamOperation
     vector_search: VectorOperation | None = None
     chunk: UpstreamOperation | None = None
