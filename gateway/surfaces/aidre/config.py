@@ -15,8 +15,9 @@ class Strict(BaseModel):
 
 class UpstreamOperation(Strict):
     """One upstream call. `{placeholders}` in path, query values and body strings are filled
-    from the request: query, vector, top_k, offset, limit (top_k + 1, to see if more follow),
-    fetch (offset + top_k + 1, for upstreams without an offset), id, visibility (the record
+    from the request: query, vector, top_k, offset, limit (how many items this call asks for:
+    top_k + 1, to see if more follow), fetch (offset + limit: everything up to the end of the
+    page, for upstreams without an offset), id, visibility (the record
     visibilities the caller may see, comma-separated, for upstreams that can filter by them)."""
 
     upstream: str
