@@ -62,9 +62,9 @@ class AidreSurface:
         operation = self._operation(query)
         page = await window.gather(operation, self._target(operation), query, fetch)
         self.more, self.truncated = page.more, page.truncated
-        chunk = collection.chunk
-        await window.learn_visibility(collection, chunk and self._target(chunk), page.hits,
-                                      query, fetch)
+        if collection.chunk is not None:
+            await window.learn_visibility(collection, self._target(collection.chunk),
+                                          page.hits, query, fetch)
         return page.hits
 
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:

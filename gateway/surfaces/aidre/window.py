@@ -65,11 +65,11 @@ async def _paged(operation: Operation, target: ProxyTarget, query: Query, wanted
     return hits[:wanted]
 
 
-async def learn_visibility(collection: CompiledCollection, target: ProxyTarget | None,
+async def learn_visibility(collection: CompiledCollection, target: ProxyTarget,
                            hits: list[Hit], query: Query, fetch: Fetch) -> None:
     """Read each hit without a visibility through the chunk operation, when configured."""
     rules = collection.settings.record_visibility
-    if rules is None or rules.lookup != "chunk" or collection.chunk is None or target is None:
+    if rules is None or rules.lookup != "chunk" or collection.chunk is None:
         return
     missing = [hit for hit in hits if hit.metadata.get("visibility") is None]
     found = await asyncio.gather(*(_visibility(collection.chunk, target, hit.id, query, fetch)
