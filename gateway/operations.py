@@ -22,8 +22,10 @@ class Strict(BaseModel):
 
 class UpstreamOperation(Strict):
     """One upstream call. `{placeholders}` in path, query values and body strings are filled
-    from the request: query, vector, top_k, offset, limit (top_k + 1, to see if more follow),
-    fetch (offset + top_k + 1, for upstreams without an offset), id."""
+    from the request: query, vector, top_k, offset, limit (how many items this call asks for:
+    top_k + 1, to see if more follow), fetch (offset + limit: everything up to the end of the
+    page, for upstreams without an offset), id, visibility (the record visibilities the caller
+    may see, comma-separated, for upstreams that can filter by them)."""
 
     upstream: str
     method: Literal["GET", "POST"] = "GET"
@@ -31,10 +33,15 @@ class UpstreamOperation(Strict):
     query: dict[str, str] = {}
     body: dict[str, Any] | None = None
     mapping: dict[str, Any] = Field(description="JMESPath mapping onto hits (see mapping.py).")
+    max_items: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="The most items the upstream answers per call (its page cap). Beyond "
+        "it the gateway pages with {offset}, or marks the response meta.truncated.",
+    )
 
 
 _WHOLE = re.compile(r"\{(\w+)\}")
-PLACEHOLDERS = frozenset({"query", "vector", "top_k", "offset", "limit", "fetch", "id"})
+PLACEHOLDERS = frozenset({"query", "vector", "top_k", "offset", "limit", "fetch", "id",
+                          "visibility"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
@@ -89,7 +90,14 @@ class UpstreamCall:
     json: Any = None
 
 
+Fetch = Callable[[UpstreamCall], Awaitable[list[Hit]]]
+
+
 class RetrievalSurface(Protocol):
+    """A surface whose request needs several upstream calls defines
+    `async collect(query, ctx, fetch) -> list[Hit]` instead of `plan` (`fetch` makes one call
+    and maps its answer)."""
+
     name: str
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
@@ -188,10 +196,15 @@ class Pipeline:
             narrowed = self.policy.before(ctx, query)
             if isinstance(narrowed, Decision):
                 raise denial(narrowed)
-            call = surface.plan(narrowed, ctx)
             identity = self.identity.headers(ctx.principal) if self.identity else []
-            document = await call_upstream_json(call, ctx, identity)
-            hits = self.policy.after(ctx, narrowed, map_hits(call, document, ctx))
+
+            async def fetch(call: UpstreamCall) -> list[Hit]:
+                return map_hits(call, await call_upstream_json(call, ctx, identity), ctx)
+
+            collect = getattr(surface, "collect", None)
+            hits = await collect(narrowed, ctx, fetch) if collect is not None \
+                else await fetch(surface.plan(narrowed, ctx))
+            hits = self.policy.after(ctx, narrowed, hits)
             return surface.render(narrowed, hits, ctx)
         except errors.GatewayError as error:
             ctx.error_code = error.code

@@ -1,4 +1,5 @@
-"""The policy stage: who may read which collection, and whether stored vectors may leave.
+"""The policy stage: who may read which collection and which of its records, and whether
+stored vectors may leave.
 
 Every surface asks here, so a rule holds identically everywhere. The decision on optional
 result parts is taken before the upstream is asked (`before`), and whatever it refused is
@@ -13,7 +14,7 @@ from typing import Protocol
 
 from gateway.context import RequestContext
 from gateway.model import Decision, Hit, Principal, Query, deny
-from gateway.policy.config import PolicyPack, VectorReturnRule
+from gateway.policy.config import PolicyPack
 
 # Result parts no collection can produce: asking for them follows `Query.strict_fields`.
 UNAVAILABLE_PARTS = frozenset({"semantic_payload"})
@@ -30,6 +31,15 @@ class Resource(Protocol):
 
     @property
     def returns_vectors(self) -> bool: ...
+
+    @property
+    def visibility(self) -> str:
+        """The resource's own visibility, which its records have unless they carry one."""
+
+    @property
+    def record_visibility(self) -> Mapping[str, frozenset[str]] | None:
+        """None: records have the resource's visibility (or the one they carry). Else records
+        must carry their own, and each listed visibility needs its scopes."""
 
 
 class PolicyEngine:
@@ -49,10 +59,18 @@ class PolicyEngine:
     def readable(self, principal: Principal) -> list[Resource]:
         return [c for name, c in self.collections.items() if self.can_read(principal, name)]
 
+    def visibilities(self, principal: Principal, name: str) -> frozenset[str]:
+        """The record visibilities this caller may see in a resource it can read."""
+        resource = self.collections[name]
+        rules = resource.record_visibility or {}
+        seen = {"public", resource.visibility} - set(rules)
+        seen.update(value for value, scopes in rules.items() if _admits(scopes, principal))
+        return frozenset(seen)
+
     def vectors_allowed(self, principal: Principal, name: str) -> bool:
         """Only an explicit rule allows vectors out; access-controlled collections included."""
         return self.can_read(principal, name) and any(
-            _rule_admits(rule, principal) for rule in self._vector_rules
+            _admits(rule.scopes, principal) for rule in self._vector_rules
             if rule.collection == name)
 
     def vectors_possible(self) -> bool:
@@ -73,15 +91,32 @@ class PolicyEngine:
             return deny(400, "unsupported_return_field",
                         "A requested return field is not available to this caller.",
                         details={"fields": sorted(refused)})
-        return replace(query, fields=query.fields - refused)
+        # Decided before the upstream call, so an upstream that can filter is told (and the
+        # hits are still checked in `after`).
+        visible = sorted(self.visibilities(ctx.principal, query.collection or ""))
+        return replace(query, fields=query.fields - refused,
+                       filters={**query.filters, "visibility": visible})
 
     def after(self, ctx: RequestContext, query: Query, hits: list[Hit]) -> list[Hit]:
+        """Strip refused vectors; remove every record the caller may not see (§12)."""
         if "vectors" not in query.fields:
             for hit in hits:
                 hit.vector = None
-        return hits
+        resource = self.collections.get(query.collection or "")
+        if resource is None:
+            return []
+        visible = self.visibilities(ctx.principal, query.collection or "")
+        return [hit for hit in hits if record_visibility(resource, hit) in visible]
 
 
-def _rule_admits(rule: VectorReturnRule, principal: Principal) -> bool:
-    return set(rule.scopes) <= principal.scopes and (not rule.scopes
-                                                     or not principal.is_anonymous)
+def record_visibility(resource: Resource, hit: Hit) -> str | None:
+    """The record's own visibility, else the resource's; None (seen by nobody) when records
+    must carry one and this one does not."""
+    value = hit.metadata.get("visibility")
+    if value is None and resource.record_visibility is None:
+        return resource.visibility
+    return value if isinstance(value, str) else None
+
+
+def _admits(scopes: frozenset[str] | list[str], principal: Principal) -> bool:
+    return set(scopes) <= principal.scopes and (not scopes or not principal.is_anonymous)

@@ -31,6 +31,17 @@ class CompiledCollection:
     def returns_vectors(self) -> bool:
         return self.vector_search is not None
 
+    @property
+    def visibility(self) -> str:
+        return self.settings.visibility
+
+    @property
+    def record_visibility(self) -> dict[str, frozenset[str]] | None:
+        rules = self.settings.record_visibility
+        if rules is None:
+            return None
+        return {value: frozenset(scopes) for value, scopes in rules.scopes.items()}
+
 
 def compile_collections(aidre: Aidre, upstreams: set[str]) -> dict[str, CompiledCollection]:
     """Every collection with its operations compiled; `MappingError` names the bad path."""

@@ -29,6 +29,20 @@ class EmbeddingSpace(Strict):
     revision: str | None = None
 
 
+class RecordVisibility(Strict):
+    """Records carry their own visibility (mapped as `metadata.visibility`); this says who
+    sees which. A value named nowhere, or a record without one, is seen by nobody."""
+
+    scopes: dict[str, list[str]] = Field(
+        {}, description="Scopes a caller needs to see a record of each visibility; `public` "
+        "records and those of the collection's own visibility need none beyond the collection's.",
+    )
+    lookup: Literal["none", "chunk"] = Field(
+        "none", description="`chunk`: a search hit whose mapping gives no visibility is read "
+        "through the chunk operation to learn it (one upstream call per hit).",
+    )
+
+
 class Collection(Strict):
     description: Annotated[str, Field(max_length=500)]
     visibility: Literal["public", "private"] = "public"
@@ -36,6 +50,10 @@ class Collection(Strict):
         [], description="Scopes a caller needs to see or read a private collection."
     )
     updated_at: str | None = None
+    record_visibility: RecordVisibility | None = Field(
+        None, description="Per-record visibility (AIDRE §12); without it every record has the "
+        "collection's visibility, or the one its mapping gives.",
+    )
     text_search: UpstreamOperation
     vector_search: VectorOperation | None = None
     chunk: UpstreamOperation | None = None

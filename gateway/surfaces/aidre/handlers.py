@@ -7,7 +7,6 @@ the pipeline, and renders in AIDRE's dialect; no collection-specific code lives 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -20,15 +19,13 @@ from gateway.context import RequestContext
 from gateway.errors import GatewayError, request_too_large
 from gateway.headers import request_origin
 from gateway.model import Hit, Query
-from gateway.pipeline import UpstreamCall
-from gateway.surfaces.aidre import render
+from gateway.pipeline import Fetch, UpstreamCall
+from gateway.surfaces.aidre import render, window
 from gateway.surfaces.aidre.collections import CompiledCollection, Operation
 from gateway.surfaces.aidre.request import invalid, parse_search
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor
 
 _MEDIA_TYPES = ("application/aidre+json", "application/json")
-# An item id goes into an upstream path: nothing that could change which path that is.
-_CHUNK_ID = re.compile(r"[A-Za-z0-9._~-]{1,256}")
 
 
 class AidreSurface:
@@ -42,6 +39,7 @@ class AidreSurface:
         secret = self.settings.cursor_secret
         self.cursors = CursorSigner(secret.get_secret_value().encode() if secret else None,
                                     self.settings.cursor_ttl)
+        self.more = self.truncated = False  # set by `collect` for this request's page
 
     @property
     def collections(self) -> dict[str, CompiledCollection]:
@@ -59,37 +57,45 @@ class AidreSurface:
             raise invalid(str(exc)) from None
         return replace(query, offset=offset)
 
-    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall:
+    async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
+        """The page at the query's offset, with what policy needs to decide on each record."""
         collection = self.collections[query.collection or ""]
-        operation = collection.text_search
-        if query.vector is not None:
-            if collection.vector_search is None or collection.space is None \
-                    or collection.space.id != query.embedding_space:
-                raise GatewayError(400, "unsupported_embedding_space",
-                                   "This collection does not accept that embedding space.",
-                                   {"embedding_space": query.embedding_space,
-                                    "collection": collection.name})
-            operation = collection.vector_search
-        values = {"query": query.text, "vector": list(query.vector or ()),
-                  "top_k": query.top_k, "offset": query.offset, "limit": query.top_k + 1,
-                  "fetch": query.offset + query.top_k + 1}
-        return _call(self.generation, operation, values)
+        operation = self._operation(query)
+        page = await window.gather(operation, self._target(operation), query, fetch)
+        self.more, self.truncated = page.more, page.truncated
+        if collection.chunk is not None:
+            await window.learn_visibility(collection, self._target(collection.chunk),
+                                          page.hits, query, fetch)
+        return page.hits
 
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
+        """`hits` is the page less what policy removed; the cursor counts upstream positions."""
         collection = self.collections[query.collection or ""]
-        operation = collection.vector_search if query.vector is not None \
-            else collection.text_search
-        if operation is not None and not operation.paginates:
-            hits = hits[query.offset:]
-        page = hits[:query.top_k]
-        meta: dict[str, Any] = {"returned": len(page), "top_k": query.top_k}
-        if len(hits) > query.top_k:
+        meta: dict[str, Any] = {"returned": len(hits), "top_k": query.top_k}
+        if self.more:
             meta["next_cursor"] = self.cursors.issue(_cursor_key(query),
                                                      query.offset + query.top_k)
-        results = [render.result(hit, collection, query.fields) for hit in page]
+        if self.truncated:
+            meta["truncated"] = True
+        results = [render.result(hit, collection, query.fields) for hit in hits]
         return render.json_response({"request_id": ctx.request_id,
                                      "collection": collection.name,
                                      "results": results, "meta": meta})
+
+    def _operation(self, query: Query) -> Operation:
+        collection = self.collections[query.collection or ""]
+        if query.vector is None:
+            return collection.text_search
+        if collection.vector_search is None or collection.space is None \
+                or collection.space.id != query.embedding_space:
+            raise GatewayError(400, "unsupported_embedding_space",
+                               "This collection does not accept that embedding space.",
+                               {"embedding_space": query.embedding_space,
+                                "collection": collection.name})
+        return collection.vector_search
+
+    def _target(self, operation: Operation) -> Any:
+        return self.generation.targets[operation.settings.upstream]
 
     def render_error(self, error: GatewayError, ctx: RequestContext) -> Response:
         return render.error_response(error, ctx.request_id)
@@ -104,7 +110,7 @@ class ChunkSurface(AidreSurface):
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
         collection, _, item = request.path_params["id"].partition(":")
-        if not _CHUNK_ID.fullmatch(item) or item in (".", ".."):
+        if not window.ITEM_ID.fullmatch(item) or item in (".", ".."):
             raise GatewayError(404, "not_found", "No such chunk.")
         return Query(collection=collection, filters={"id": item})
 
@@ -112,7 +118,17 @@ class ChunkSurface(AidreSurface):
         collection = self.collections[query.collection or ""]
         if collection.chunk is None:
             raise GatewayError(404, "not_found", "No such chunk.")
-        return _call(self.generation, collection.chunk, {"id": query.filters["id"]})
+        values = {**window.values(query, 0, 1), "id": query.filters["id"]}
+        return collection.chunk.call(self._target(collection.chunk), values)
+
+    async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
+        """Missing upstream, hidden by policy or unknown: one and the same 404 (see render)."""
+        try:
+            return await fetch(self.plan(query, ctx))
+        except GatewayError as error:
+            if error.status == 404:
+                return []
+            raise
 
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
         if not hits:
@@ -211,10 +227,6 @@ def _auth_summary(generation: Any) -> dict[str, Any]:
     resource = resource_identifier(auth, generation.settings.public_base_url)
     return {"type": "oauth2" if auth.issuers or auth.introspection else "apikey",
             "resource_metadata": metadata_url(resource)}
-
-
-def _call(generation: Any, operation: Operation, values: dict[str, Any]) -> UpstreamCall:
-    return operation.call(generation.targets[operation.settings.upstream], values)
 
 
 def _cursor_key(query: Query) -> dict[str, Any]:

@@ -71,9 +71,11 @@ def result(hit: Hit, collection: CompiledCollection, fields: frozenset[str]) -> 
 
 
 def metadata(hit: Hit, collection: CompiledCollection) -> dict[str, Any]:
+    """The record's own visibility when it has one (never raised to the collection's)."""
     extra = {k: v for k, v in hit.fields.items() if k not in _SOURCE and v is not None}
     present = {k: v for k, v in hit.metadata.items() if v is not None}
-    return {**extra, **present, "visibility": collection.settings.visibility}
+    return {**extra, **present,
+            "visibility": present.get("visibility", collection.settings.visibility)}
 
 
 def chunk(hit: Hit, collection: CompiledCollection, request_id: str) -> dict[str, Any]:

@@ -103,12 +103,15 @@ def _space(value: Any, settings: Aidre) -> EmbeddingSpace:
 
 
 def _vector(value: Any, space: EmbeddingSpace) -> tuple[float, ...]:
-    if not isinstance(value, list) or not value or len(value) > MAX_VECTOR_LENGTH:
-        raise invalid(f"query_vector must be a non-empty array of at most "
-                      f"{MAX_VECTOR_LENGTH} numbers.")
-    if not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-               for x in value):
-        raise invalid("query_vector must hold finite numbers only.")
+    """§19.2 and §11.5: a well-shaped array of numbers that cannot be searched with is 422."""
+    if not isinstance(value, list) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in value):
+        raise invalid("query_vector must be an array of numbers.")
+    if not value or len(value) > MAX_VECTOR_LENGTH:
+        raise invalid_vector(f"query_vector must hold between 1 and {MAX_VECTOR_LENGTH} numbers.",
+                             space, actual_dimensions=len(value))
+    if not all(math.isfinite(x) for x in value):
+        raise invalid_vector("query_vector must hold finite numbers only.", space)
     if len(value) != space.dimensions:
         raise GatewayError(
             422, "invalid_embedding_dimension",
@@ -116,4 +119,11 @@ def _vector(value: Any, space: EmbeddingSpace) -> tuple[float, ...]:
             f"requires {space.dimensions}.",
             {"embedding_space": space.id, "expected_dimensions": space.dimensions,
              "actual_dimensions": len(value)})
+    if space.distance == "cosine" and not any(value):
+        raise invalid_vector("Cosine similarity is undefined for an all-zero query_vector.",
+                             space)
     return tuple(float(x) for x in value)
+
+
+def invalid_vector(message: str, space: EmbeddingSpace, **details: Any) -> GatewayError:
+    return GatewayError(422, "invalid_vector", message, {"embedding_space": space.id, **details})
