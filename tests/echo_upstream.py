@@ -13,6 +13,8 @@ GET|POST|... /echo/...   -> JSON: method, raw path, query, headers (as a list), 
                             and how many of them were not /count (`others`)
 /own-limits              -> a response with the upstream's own (strict) RateLimit fields
 /truncated               -> declares 100 bytes, sends 5, and drops the connection
+/redirect?to=URL         -> 302 to URL
+/text                    -> 200 text/plain (not JSON)
 """
 
 from __future__ import annotations
@@ -70,6 +72,13 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-length", b"100")]})
         await send({"type": "http.response.body", "body": b"short"})
+    elif path == "/redirect":
+        location = query.get("to", ["/"])[0].encode()
+        await _respond(send, 302, b"{}", [(b"location", location)])
+    elif path == "/text":
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"plain words"})
     elif path == "/count":
         await _respond(send, 200, json.dumps(_state).encode())
     else:
