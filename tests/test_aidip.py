@@ -307,3 +307,90 @@ def test_unknown_paths_and_methods_answer_in_aidips_dialect(gateway: Gateway):
     assert_error(call(gateway, "PATCH", "/agents/classifier"), 405, "MethodNotAllowed")
     assert_error(call(gateway, "POST", "/agents/classifier/invoke/nope", None, {}), 404,
                  "NotFound")
+
+
+# --------------------------------------------------------------------------- A2A cards
+
+
+def _missing_required(message: Any, where: str = "") -> list[str]:
+    """REQUIRED fields (google.api.field_behavior) left empty, anywhere in the message."""
+    from google.api import field_behavior_pb2
+
+    missing = []
+    for field in message.DESCRIPTOR.fields:
+        behaviours = field.GetOptions().Extensions[field_behavior_pb2.field_behavior]
+        value = getattr(message, field.name)
+        is_repeated = field.is_repeated
+        if field_behavior_pb2.REQUIRED in behaviours and (
+                (is_repeated and len(value) == 0)
+                or (not is_repeated and field.message_type is not None
+                    and not message.HasField(field.name))
+                or (not is_repeated and field.message_type is None and value in ("", 0))):
+            missing.append(where + field.name)
+        if field.message_type is not None and not field.message_type.GetOptions().map_entry:
+            present = value if is_repeated else [value] if message.HasField(field.name) else []
+            for index, item in enumerate(present):
+                missing += _missing_required(item, f"{where}{field.name}[{index}].")
+    return missing
+
+
+def assert_valid_a2a_card(card: dict) -> None:
+    from a2a.client.card_resolver import parse_agent_card
+    from a2a.types import AgentCard
+    from google.protobuf.json_format import ParseDict
+
+    strict = ParseDict(card, AgentCard(), ignore_unknown_fields=False)  # no unknown member
+    assert _missing_required(strict) == []
+    assert parse_agent_card(dict(card)).name == card["name"]  # what an A2A client does
+
+
+def test_the_registry_reads_as_a2a_agent_cards(gateway: Gateway):
+    card = httpx.get(gateway.url + "/.well-known/agent-card.json").json()
+    assert_valid_a2a_card(card)
+    skills = [skill["id"] for skill in card["skills"]]
+    assert "classifier" in skills and "partner-only" not in skills
+    assert card["supportedInterfaces"][0]["url"] == "https://gw.example.com/agents"
+    assert card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"] == "X-API-Key"
+    agent_card = call(gateway, "GET", "/agents/classifier/agent-card.json").json()
+    assert_valid_a2a_card(agent_card)
+    assert agent_card["supportedInterfaces"][0]["url"] == \
+        "https://gw.example.com/agents/classifier/invoke"
+    assert [skill["id"] for skill in agent_card["skills"]] == ["classify"]
+    assert_error(call(gateway, "GET", "/agents/partner-only/agent-card.json"), 404, "NotFound")
+
+
+# --------------------------------------------------------------------------- Redis
+
+
+def test_two_gateways_share_registrations_through_redis(backend, echo, gateway_factory):
+    prefix = f"aigw-test:{uuid.uuid4().hex}:"
+    registry = {"redis_url": "redis://127.0.0.1:6379/15", "key_prefix": prefix}
+    config = aidip_gateway_config(backend, echo, aidip={"registry": registry})
+    first, second = gateway_factory(config), gateway_factory(config)
+    try:
+        agent = register(first, "alice-key", endpoint=echo + "/echo/shared")
+        path = f"/agents/{agent['id']}"
+        assert call(second, "GET", path).json()["name"] == agent["name"]
+        assert call(second, "POST", path + "/invoke", None, {"text": "x"}).status_code == 200
+        assert call(second, "DELETE", path, "alice-key").status_code == 204
+        assert_error(call(first, "GET", path), 404, "NotFound")
+        again = register(first, "alice-key", endpoint=echo + "/echo/kept")
+        first.stop()
+        restarted = gateway_factory(config)  # registrations survive a restart
+        assert call(restarted, "GET", f"/agents/{again['id']}").status_code == 200
+    finally:
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=6379, db=15)
+        client.delete(f"{prefix}agents")
+        client.close()
+
+
+def test_a_redis_outage_fails_closed(backend, echo, gateway_factory):
+    from processes import free_port
+
+    registry = {"redis_url": f"redis://127.0.0.1:{free_port()}/15", "timeout": 0.5}
+    gateway = gateway_factory(aidip_gateway_config(backend, echo, aidip={"registry": registry}))
+    assert_error(call(gateway, "GET", "/agents"), 503, "RegistryUnavailable")
+    assert_error(call(gateway, "POST", "/agents", "alice-key",
+                      registration(echo + "/echo/x")), 503, "RegistryUnavailable")
