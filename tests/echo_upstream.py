@@ -13,8 +13,10 @@ GET|POST|... /echo/...   -> JSON: method, raw path, query, headers (as a list), 
                             and how many of them were not /count (`others`)
 /own-limits              -> a response with the upstream's own (strict) RateLimit fields
 /truncated               -> declares 100 bytes, sends 5, and drops the connection
-.../redirect?name=value  -> 302 with each query parameter as a response field (any prefix)
+.../redirect?name=value  -> 302 with each query parameter as a response field (any prefix;
+                            `to=URL` is short for `location=URL`)
 /reply                   -> the request body back, as application/json
+/text                    -> 200 text/plain (not JSON)
 """
 
 from __future__ import annotations
@@ -73,11 +75,15 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                     "headers": [(b"content-length", b"100")]})
         await send({"type": "http.response.body", "body": b"short"})
     elif path.endswith("/redirect"):
-        fields = [(name.encode(), value.encode())
+        fields = [(b"location" if name == "to" else name.encode(), value.encode())
                   for name, value in parse_qsl(scope["query_string"].decode())]
         await _respond(send, 302, b"{}", fields)
     elif path == "/reply":
         await _respond(send, 200, body)
+    elif path == "/text":
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"plain words"})
     elif path == "/count":
         await _respond(send, 200, json.dumps(_state).encode())
     else:

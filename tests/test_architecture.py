@@ -41,6 +41,6 @@ def test_the_import_graph_has_no_cycles():
 
 def test_surfaces_are_found_through_entry_points():
     names = [surface.name for surface in registry.surfaces()]
-    assert {"aidre", "aiendpoint"} <= set(names)
+    assert {"aidip", "aidre", "aiendpoint"} <= set(names)
     fields = registry.settings_model().model_fields
-    assert {"aidre", "ai_endpoint"} <= set(fields)
+    assert {"aidip", "aidre", "ai_endpoint"} <= set(fields)

@@ -1,0 +1,77 @@
+"""AIDIP (draft-cui-ai-agent-discovery-invocation-01): an agent registry and invocation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.capability import Capability
+from gateway.settings import Settings
+from gateway.surface import Mount, MountContext, Problem, Surface
+from gateway.surfaces.aidip.config import Aidip
+
+
+class AidipPlugin(Surface):
+    name = "aidip"
+    config_key = "aidip"
+    config_model = Aidip
+    config_description = "AIDIP agent registry and invocation."
+
+    def __init__(self) -> None:
+        # Registrations (in memory) and breaker state outlive config reloads.
+        self._stores: dict[tuple[Any, ...], Any] = {}
+        self._breakers: dict[tuple[Any, ...], Any] = {}
+
+    def capabilities(self, settings: Settings) -> list[Capability]:
+        from gateway.surfaces.aidip.capabilities import surface_capabilities
+
+        return surface_capabilities(self.section(settings))
+
+    def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
+        from gateway.surfaces.aidip.checks import aidip_problems
+
+        return aidip_problems(settings, self.section(settings))
+
+    def mount(self, context: MountContext) -> Mount | None:
+        aidip: Aidip | None = self.section(context.settings)
+        if aidip is None or not aidip.enabled:
+            return None
+        from gateway.surfaces.aidip.breaker import Breakers
+        from gateway.surfaces.aidip.catalog import Catalog
+        from gateway.surfaces.aidip.egress import EgressClient
+        from gateway.surfaces.aidip.handlers import AidipService
+        from gateway.surfaces.aidip.render import error_response
+        from gateway.surfaces.aidip.store import create_store
+
+        registry = aidip.registry
+        store_key = (registry.redis_url, registry.key_prefix, registry.timeout)
+        if store_key not in self._stores:
+            self._stores[store_key] = create_store(*store_key)
+        breaker_key = (aidip.breaker.failures, aidip.breaker.open_seconds)
+        if breaker_key not in self._breakers:
+            self._breakers[breaker_key] = Breakers(*breaker_key)
+        settings = context.settings
+        base = (settings.public_base_url or "").rstrip("/") + aidip.base_path + "/agents"
+        catalog = Catalog(aidip, self._stores[store_key], base, _authentication(settings))
+        egress = EgressClient(aidip.egress)
+        service = AidipService(catalog, self._breakers[breaker_key], egress)
+        routes = service.routes()
+        public = frozenset(route.path for route in routes
+                           if route.name in ("aidip.card", "aidip.schema"))
+        return Mount(self.name, routes, public_paths=public, render_error=error_response,
+                     on_close=egress.aclose)
+
+
+def _authentication(settings: Settings) -> dict[str, Any]:
+    """How a client authenticates to the gateway, which is where it invokes (§3.1)."""
+    auth = settings.auth
+    if auth is None:
+        return {"type": "none"}
+    if auth.issuers or auth.introspection:
+        return {"type": "oauth2_bearer",
+                "instructions": "Send Authorization: Bearer <token>; the protected resource "
+                                "metadata (RFC 9728) names the issuers."}
+    header = auth.api_keys.header if auth.api_keys else "X-API-Key"
+    return {"type": "api_key", "instructions": f"Send your API key in the {header} header."}
+
+
+SURFACE = AidipPlugin()

@@ -1,0 +1,123 @@
+"""Config models of the `aidip` section: configured agents, the registry store, egress rules."""
+
+from __future__ import annotations
+
+from ipaddress import ip_network
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+AgentId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")]
+OperationName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
+Seconds = Annotated[float, Field(gt=0, le=600)]
+
+
+def _network(value: str) -> str:
+    try:
+        return str(ip_network(value, strict=False))
+    except ValueError:
+        raise ValueError("expected an IP address or CIDR range") from None
+
+
+def _redis_url(value: str) -> str:
+    if urlsplit(value).scheme not in ("redis", "rediss", "unix"):
+        raise ValueError("expected a redis://, rediss:// or unix:// URL")
+    return value
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ConfiguredOperation(Strict):
+    """One operation of a configured agent: a call to a legacy endpoint of an upstream."""
+
+    name: OperationName
+    description: Annotated[str, Field(min_length=1, max_length=1000)]
+    upstream: str
+    method: Literal["POST", "PUT"] = "POST"
+    path: Annotated[str, Field(pattern=r"^/")]
+    inputs: dict[str, Any] = Field(description="JSON Schema of the request body.")
+    outputs: dict[str, Any] = Field(description="JSON Schema of the answer; checked.")
+    examples: list[dict[str, Any]] = []
+    idempotent: bool = Field(False, description="Retried once after a failure when true.")
+    batch: bool = Field(False, description="Accept a JSON array of inputs (one call each).")
+    forward_token: bool = Field(False, description="Pass the caller's Authorization upstream.")
+
+
+class ConfiguredAgent(Strict):
+    """A legacy endpoint (or several) offered as an agent; read-only through the API."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    description: Annotated[str, Field(min_length=1, max_length=2000)]
+    version: str = "1.0.0"
+    publisher: str | None = None
+    capabilities: list[str] = Field(min_length=1)
+    tags: list[str] = []
+    supported_languages: list[str] = []
+    status: Literal["active", "inactive", "deprecated"] = "active"
+    clients: list[str] | None = Field(
+        None, description="Client ids entitled to see and invoke it; none means every caller."
+    )
+    timeout: Seconds = Field(30, description="Longest wait for one upstream answer.")
+    operations: list[ConfiguredOperation] = Field(min_length=1)
+
+
+class Origin(Strict):
+    """An origin registered agents may be called at."""
+
+    scheme: Literal["https", "http"] = "https"
+    host: Annotated[str, Field(min_length=1, max_length=253)] = Field(
+        description="Exact host name or IP literal; `*.example.com` matches its subdomains."
+    )
+    ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
+        [], description="Allowed ports; none means the scheme's default port only."
+    )
+
+
+class Egress(Strict):
+    """Where registered agents may be called: nowhere unless an origin allows it."""
+
+    origins: list[Origin] = []
+    allow_networks: list[Annotated[str, AfterValidator(_network)]] = Field(
+        [], description="Loopback, private, link-local or other special ranges allowed anyway."
+    )
+    hosts: dict[str, list[str]] = Field(
+        {}, description="Static name -> addresses answers used instead of DNS (like /etc/hosts)."
+    )
+    timeout: Seconds = 30
+    max_response_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
+
+
+class Registry(Strict):
+    redis_url: Annotated[str, AfterValidator(_redis_url)] | None = Field(
+        None, description="Registrations live here, shared by replicas; without it, in memory."
+    )
+    key_prefix: Annotated[str, Field(min_length=1, max_length=100)] = "aigw:aidip:"
+    timeout: Annotated[float, Field(gt=0, le=10)] = 1.0
+    max_agents: Annotated[int, Field(ge=1, le=100_000)] = 1000
+    max_metadata_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 64 * 1024
+
+
+class Breaker(Strict):
+    failures: Annotated[int, Field(ge=1, le=1000)] = Field(
+        5, description="Consecutive failures that open an agent's circuit."
+    )
+    open_seconds: Seconds = Field(30, description="How long an open circuit refuses calls.")
+
+
+class Aidip(Strict):
+    enabled: bool = True
+    base_path: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9._~-]+)*$")] = Field(
+        "", description="Prefix of /agents."
+    )
+    register_scope: str = Field("agents:register", description="Needed to register or update.")
+    admin_scope: str = Field("agents:admin", description="May change or delete any agent.")
+    default_top: Annotated[int, Field(ge=1, le=1000)] = 10
+    max_top: Annotated[int, Field(ge=1, le=1000)] = 100
+    max_batch: Annotated[int, Field(ge=1, le=1000)] = 20
+    agents: dict[AgentId, ConfiguredAgent] = {}
+    registry: Registry = Registry()
+    egress: Egress = Egress()
+    breaker: Breaker = Breaker()

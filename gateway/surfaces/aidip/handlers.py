@@ -1,0 +1,252 @@
+"""The AIDIP routes: the registry (§4), invocation (§5), the schema and A2A cards.
+
+Every handler first runs the shared pipeline's `admit` (authentication, route scopes, rate
+limits); failures raised here are answered by the app in AIDIP's dialect (render.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.context import RequestContext
+from gateway.errors import GatewayError
+from gateway.model import Principal
+from gateway.surfaces.aidip import a2a, metadata
+from gateway.surfaces.aidip.breaker import Breakers
+from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, owner_of
+from gateway.surfaces.aidip.egress import EgressClient
+from gateway.surfaces.aidip.invoke import Invoker, check_inputs
+from gateway.surfaces.aidip.render import fields_message, invalid_input, json_response
+from gateway.surfaces.aidip.request import (
+    filters_from,
+    filters_from_query,
+    json_body,
+    query_from,
+    top_from,
+)
+from gateway.surfaces.aidip.search import Filters, ranked
+
+_RESERVED_IDS = frozenset({"search"})
+_SEARCH_FIELDS = frozenset({"query", "filters", "top"})
+
+
+class AidipService:
+    """One config generation's registry, bound into its routes."""
+
+    def __init__(self, catalog: Catalog, breakers: Breakers, egress: EgressClient) -> None:
+        self.catalog = catalog
+        self.settings = catalog.settings
+        self.breakers = breakers
+        self.egress = egress
+
+    def routes(self) -> list[Route]:
+        base = f"{self.settings.base_path}/agents"
+        return [
+            Route("/.well-known/agent-card.json", self.gateway_card, methods=["GET"],
+                  name="aidip.card"),
+            Route(f"{base}/schema.json", self.schema, methods=["GET"], name="aidip.schema"),
+            Route(base, self.list_agents, methods=["GET"], name="aidip.list"),
+            Route(base, self.register, methods=["POST"], name="aidip.register"),
+            Route(f"{base}/search", self.search, methods=["POST"], name="aidip.search"),
+            Route(f"{base}/{{id}}", self.read, methods=["GET"], name="aidip.read"),
+            Route(f"{base}/{{id}}", self.update, methods=["PUT"], name="aidip.update"),
+            Route(f"{base}/{{id}}", self.delete, methods=["DELETE"], name="aidip.delete"),
+            Route(f"{base}/{{id}}/agent-card.json", self.agent_card, methods=["GET"],
+                  name="aidip.agent_card"),
+            Route(f"{base}/{{id}}/invoke", self.invoke, methods=["POST"], name="aidip.invoke"),
+            Route(f"{base}/{{id}}/invoke/{{operation}}", self.invoke, methods=["POST"],
+                  name="aidip.invoke_operation"),
+        ]
+
+    # ------------------------------------------------------------------ discovery
+
+    async def schema(self, request: Request) -> Response:
+        await _admit(request)
+        return json_response(metadata.AGENT_SCHEMA, headers={"cache-control": "public, "
+                                                             "max-age=3600"})
+
+    async def list_agents(self, request: Request) -> Response:
+        ctx = await _admit(request)
+        top = top_from(request.query_params.get("top"), self.settings)
+        agents = await self._matching(ctx.principal, filters_from_query(request))
+        return json_response([self.catalog.summary(agent) for agent in agents[:top]])
+
+    async def search(self, request: Request) -> Response:
+        ctx = await _admit(request)
+        body = await json_body(request, 64 * 1024)
+        if not isinstance(body, dict):
+            raise invalid_input("The search body must be a JSON object.")
+        unknown = sorted(set(body) - _SEARCH_FIELDS)
+        if unknown:
+            raise invalid_input(f"Unknown field '{unknown[0]}'.",
+                                [{"field": name, "problem": "unknown field"} for name in unknown])
+        top = top_from(body.get("top"), self.settings)
+        query = query_from(body.get("query"))
+        agents = await self._matching(ctx.principal, filters_from(body.get("filters")))
+        if query is None:
+            return json_response([self.catalog.summary(agent) for agent in agents[:top]])
+        return json_response([{**self.catalog.summary(agent), "score": score}
+                              for agent, score in ranked(agents, query)[:top]])
+
+    async def read(self, request: Request) -> Response:
+        ctx = await _admit(request)
+        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        return json_response(self.catalog.public(agent, ctx.principal))
+
+    async def gateway_card(self, request: Request) -> Response:
+        ctx = await _admit(request)
+        agents = await self.catalog.visible(ctx.principal)
+        return json_response(a2a.gateway_card(agents, self.catalog, _generation(request).settings),
+                             headers={"cache-control": "private, max-age=60"})
+
+    async def agent_card(self, request: Request) -> Response:
+        ctx = await _admit(request)
+        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        return json_response(a2a.agent_card(agent, self.catalog, _generation(request).settings))
+
+    # ------------------------------------------------------------------ registration
+
+    async def register(self, request: Request) -> Response:
+        ctx = await _admit(request)
+        owner = self._registrant(ctx.principal)
+        body = await json_body(request, self.settings.registry.max_metadata_bytes)
+        agent_id = body.get("id") if isinstance(body, dict) else None
+        record = self._record(body, agent_id or str(uuid.uuid4()), owner)
+        existing = await self.catalog.lookup(record["metadata"]["id"])
+        if existing is not None:
+            if not self.catalog.may_change(existing, ctx.principal):
+                raise GatewayError(403, "forbidden", "You may not change this agent.")
+            record["owner"] = existing.owner
+        elif await self.catalog.store.count() >= self.settings.registry.max_agents:
+            raise GatewayError(409, "Conflict", "The registry is full.")
+        return await self._store(record, ctx.principal)
+
+    async def update(self, request: Request) -> Response:
+        ctx = await _admit(request)
+        self._registrant(ctx.principal)
+        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        if not self.catalog.may_change(agent, ctx.principal):
+            raise GatewayError(403, "forbidden", "You may not change this agent.")
+        body = await json_body(request, self.settings.registry.max_metadata_bytes)
+        if isinstance(body, dict) and body.get("id", agent.id) != agent.id:
+            raise invalid_input("Field 'id' differs from the agent in the path.",
+                                [{"field": "id", "problem": "differs from the path"}])
+        record = self._record(body, agent.id, agent.owner or "")
+        return await self._store(record, ctx.principal, created_status=200)
+
+    async def delete(self, request: Request) -> Response:
+        ctx = await _admit(request)
+        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        if not self.catalog.may_change(agent, ctx.principal):
+            raise GatewayError(403, "forbidden", "You may not delete this agent.")
+        await self.catalog.store.delete(agent.id)
+        self.breakers.forget(agent.id)
+        return Response(status_code=204)
+
+    def _registrant(self, principal: Principal) -> str:
+        owner = owner_of(principal)
+        if principal.is_anonymous or owner is None:
+            raise GatewayError(401, "missing_credentials", "Registering agents needs a token.",
+                               headers=(("www-authenticate", "Bearer"),))
+        if self.settings.register_scope not in principal.scopes \
+                and not self.catalog.is_admin(principal):
+            raise GatewayError(403, "insufficient_scope",
+                               f"Registering agents needs the {self.settings.register_scope} "
+                               "scope.", {"scope": self.settings.register_scope})
+        return owner
+
+    def _record(self, body: Any, agent_id: str, owner: str) -> dict[str, Any]:
+        """The record to store, or `InvalidInput` naming every invalid field."""
+        found = metadata.problems(body)
+        if isinstance(body, dict):
+            found += self._endpoint_problems(body)
+            if agent_id in _RESERVED_IDS:
+                found.append({"field": "id", "problem": "reserved"})
+        if found:
+            raise invalid_input(fields_message(found), found)
+        document = metadata.normalized(body)
+        default = document.pop("endpoint")
+        endpoints = {}
+        operations = []
+        for operation in document["operations"]:
+            operation = dict(operation)
+            endpoints[operation["name"]] = operation.pop("endpoint", default)
+            operations.append(operation)
+        stored = {**document, "id": agent_id, "operations": operations}
+        return {"metadata": stored, "owner": owner, "endpoints": endpoints}
+
+    def _endpoint_problems(self, body: dict[str, Any]) -> list[dict[str, str]]:
+        places = [("endpoint", body.get("endpoint"))]
+        operations = body.get("operations")
+        if isinstance(operations, list):
+            places += [(f"operations[{i}].endpoint", op.get("endpoint"))
+                       for i, op in enumerate(operations)
+                       if isinstance(op, dict) and "endpoint" in op]
+        found = []
+        for field, url in places:
+            problem = self.egress.policy.url_problem(url) if isinstance(url, str) else None
+            if problem is not None:
+                found.append({"field": field, "problem": problem})
+        return found
+
+    async def _store(self, record: dict[str, Any], principal: Principal,
+                     created_status: int = 201) -> Response:
+        agent_id = record["metadata"]["id"]
+        new = await self.catalog.store.put(agent_id, record)
+        agent = await self.catalog.find(agent_id, principal)
+        status = created_status if new else 200
+        headers = {"location": self.catalog.invoke_url(agent_id).rsplit("/invoke", 1)[0]}
+        return json_response(self.catalog.public(agent, principal), status, headers)
+
+    # ------------------------------------------------------------------ invocation
+
+    async def invoke(self, request: Request) -> Response:
+        ctx = await _admit(request)
+        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        operation = _operation(agent, request.path_params.get("operation"))
+        generation = _generation(request)
+        body = await json_body(request, generation.settings.proxy.max_body_bytes)
+        items = check_inputs(operation, body, self.settings.max_batch)
+        invoker = Invoker(generation, self.egress)
+        outputs = await invoker.run(agent, operation, items, ctx,
+                                    self.breakers.for_agent(agent.id),
+                                    _credentials(request, generation.settings))
+        return json_response(outputs if isinstance(body, list) else outputs[0])
+
+    async def _matching(self, principal: Principal, filters: Filters) -> list[Agent]:
+        return [agent for agent in await self.catalog.visible(principal) if filters.match(agent)]
+
+
+def _operation(agent: Agent, name: str | None) -> Operation:
+    if name is None:
+        if len(agent.operations) == 1:
+            return next(iter(agent.operations.values()))
+        raise invalid_input("This agent has several operations: name one in the path, "
+                            ".../invoke/{operation}.",
+                            [{"field": "operation", "problem": "required field is missing"}])
+    if name not in agent.operations:
+        raise GatewayError(404, "not_found", "This agent has no such operation.")
+    return agent.operations[name]
+
+
+async def _admit(request: Request) -> RequestContext:
+    ctx, generation = request.scope["aigw"]
+    await generation.pipeline.admit(ctx, request.scope)
+    return ctx
+
+
+def _credentials(request: Request, settings: Any) -> list[tuple[bytes, bytes]]:
+    """The caller's credential headers, for operations configured to forward them."""
+    names = {b"authorization"}
+    if settings.auth is not None and settings.auth.api_keys is not None:
+        names.add(settings.auth.api_keys.header.lower().encode("latin-1"))
+    return [(name, value) for name, value in request.scope["headers"] if name in names]
+
+
+def _generation(request: Request) -> Any:
+    return request.scope["aigw"][1]

@@ -1,0 +1,189 @@
+"""Invoking an agent through the gateway (AIDIP §5).
+
+Inputs are checked against the operation's `inputs` schema before any upstream call, outputs
+against `outputs` after it. Configured agents are called through the configured upstream's
+transport (with its `add_headers` credentials); registered agents only through the egress
+client, with nothing but the body and a request id. Every upstream failure becomes one of the
+error objects of §5.2 with a generic message. A POST is retried once only when the operation
+is declared idempotent; each agent has a circuit breaker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import orjson
+
+from gateway.context import RequestContext
+from gateway.errors import GatewayError
+from gateway.surfaces.aidip.breaker import Breaker
+from gateway.surfaces.aidip.catalog import Agent, Operation
+from gateway.surfaces.aidip.egress import Answer, EgressClient, EgressFailed, EgressRefused
+from gateway.surfaces.aidip.metadata import schema_problems
+from gateway.surfaces.aidip.render import fields_message, invalid_input
+from gateway.upstream import UpstreamError
+
+log = logging.getLogger("aigw.aidip")
+_RETRIABLE_STATUSES = (502, 503, 504)
+_MAX_CONFIGURED_ANSWER = 16 * 1024 * 1024
+
+
+class AgentFailure(Exception):
+    """The agent did not produce a usable answer; `kind` says how (for the log and metrics)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+    def error(self) -> GatewayError:
+        if self.kind == "timeout":
+            return GatewayError(504, "AgentTimeout", "The agent did not answer in time.")
+        if self.kind in ("connect", "status_503", "inactive"):
+            return GatewayError(503, "AgentUnavailable", "The agent is unavailable; try later.")
+        if self.kind == "refused":
+            return GatewayError(502, "EndpointRefused",
+                                "The agent's endpoint is not an allowed destination.")
+        return GatewayError(502, "AgentError",
+                            "The agent encountered an unexpected error while processing "
+                            "the request.")
+
+
+def check_inputs(operation: Operation, body: Any, max_batch: int) -> list[Any]:
+    """The inputs to send, one per call; `InvalidInput` naming each bad field."""
+    if isinstance(body, list):
+        if not operation.batch:
+            raise invalid_input("This operation does not accept a batch (a JSON array).")
+        if not 1 <= len(body) <= max_batch:
+            raise invalid_input(f"Send 1 to {max_batch} inputs in a batch.")
+        items = body
+    else:
+        items = [body]
+    found = []
+    for index, item in enumerate(items):
+        for problem in schema_problems(item, operation.inputs):
+            field = problem["field"]
+            if isinstance(body, list):
+                field = f"[{index}]" + ("" if field == "(body)" else f".{field}")
+            found.append({**problem, "field": field})
+    if found:
+        raise invalid_input(fields_message(found), found)
+    return items
+
+
+class Invoker:
+    def __init__(self, generation: Any, egress: EgressClient) -> None:
+        self.generation = generation
+        self.egress = egress
+
+    async def run(self, agent: Agent, operation: Operation, items: list[Any],
+                  ctx: RequestContext, breaker: Breaker,
+                  credentials: list[tuple[bytes, bytes]]) -> Any:
+        """The outputs (a list for a batch), or a `GatewayError` in AIDIP's vocabulary."""
+        if agent.status == "inactive":
+            raise AgentFailure("inactive").error()
+        wait = breaker.retry_after()
+        if wait is not None:
+            raise GatewayError(503, "AgentUnavailable",
+                               "The agent is failing; calls are paused for a while.",
+                               {"retry_after": wait}, (("retry-after", str(wait)),))
+        outputs = []
+        try:
+            for item in items:
+                outputs.append(await self._one(agent, operation, item, ctx, credentials))
+        except AgentFailure as failure:
+            breaker.failure()
+            ctx.upstream_error = failure.kind
+            log.warning("agent call failed", extra={"fields": {
+                "request_id": ctx.request_id, "agent": agent.id, "kind": failure.kind}})
+            raise failure.error() from None
+        except BaseException:
+            breaker.failure()  # never leave a half-open trial pending
+            raise
+        breaker.success()
+        return outputs
+
+    async def _one(self, agent: Agent, operation: Operation, item: Any, ctx: RequestContext,
+                   credentials: list[tuple[bytes, bytes]]) -> Any:
+        body = orjson.dumps(item)
+        attempts = 2 if operation.idempotent else 1
+        for attempt in range(attempts):
+            try:
+                answer = await self._call(agent, operation, body, ctx, credentials)
+                if answer.status in _RETRIABLE_STATUSES and attempt + 1 < attempts:
+                    continue
+                return _output(answer, operation)
+            except AgentFailure as failure:
+                if failure.kind not in ("connect", "timeout") or attempt + 1 == attempts:
+                    raise
+        raise AgentFailure("unreachable")  # pragma: no cover -- the loop always returns
+
+    async def _call(self, agent: Agent, operation: Operation, body: bytes,
+                    ctx: RequestContext, credentials: list[tuple[bytes, bytes]]) -> Answer:
+        if operation.url is not None:
+            return await self._registered(operation.url, body, ctx)
+        return await self._configured(agent, operation, body, ctx, credentials)
+
+    async def _registered(self, url: str, body: bytes, ctx: RequestContext) -> Answer:
+        ctx.upstream = "registered-agent"
+        headers = {"content-type": "application/json", "accept": "application/json",
+                   "x-request-id": ctx.request_id, "via": "1.1 aigw"}
+        try:
+            return await self.egress.post(url, body, headers)
+        except EgressRefused:
+            raise AgentFailure("refused") from None
+        except EgressFailed as exc:
+            raise AgentFailure(exc.kind) from None
+
+    async def _configured(self, agent: Agent, operation: Operation, body: bytes,
+                          ctx: RequestContext, credentials: list[tuple[bytes, bytes]]) -> Answer:
+        target = self.generation.targets[operation.upstream]
+        ctx.upstream = target.name
+        headers = [(b"host", target.host), (b"accept", b"application/json"),
+                   (b"content-type", b"application/json"),
+                   (b"x-request-id", ctx.request_id.encode()), (b"via", b"1.1 aigw"),
+                   *target.add_headers, *self.generation.identity.headers(ctx.principal)]
+        if operation.forward_token:
+            headers += credentials
+        try:
+            async with asyncio.timeout(agent.timeout):
+                response = await target.transport.request(
+                    operation.method, target.url + operation.path, headers, body)
+                try:
+                    payload = await _read_capped(response)
+                finally:
+                    await response.close()
+        except TimeoutError:
+            raise AgentFailure("timeout") from None
+        except UpstreamError as exc:
+            raise AgentFailure("timeout" if exc.kind == "timeout" else "connect") from None
+        content_type = next((v.decode("latin-1") for k, v in response.headers
+                             if k.lower() == b"content-type"), "")
+        return Answer(response.status, content_type, payload)
+
+
+async def _read_capped(response: Any) -> bytes:
+    chunks, size = [], 0
+    async for chunk in response.stream():
+        size += len(chunk)
+        if size > _MAX_CONFIGURED_ANSWER:
+            raise AgentFailure("too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _output(answer: Answer, operation: Operation) -> Any:
+    if answer.status == 503:
+        raise AgentFailure("status_503")
+    if answer.status >= 300 or answer.status < 200:
+        raise AgentFailure(f"status_{answer.status}")
+    if "json" not in answer.content_type.lower():
+        raise AgentFailure("not_json")
+    try:
+        document = orjson.loads(answer.body)
+    except orjson.JSONDecodeError:
+        raise AgentFailure("not_json") from None
+    if schema_problems(document, operation.outputs):
+        raise AgentFailure("invalid_output")
+    return document

@@ -1,0 +1,144 @@
+"""Agent metadata (AIDIP §3) as a JSON Schema, and checks against it that name each field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+_STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100},
+            "maxItems": 50, "uniqueItems": True}
+_JSON_SCHEMA = {"type": "object", "description": "A JSON Schema (2020-12)."}
+
+OPERATION: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "inputs", "outputs"],
+    "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"},
+        "description": {"type": "string", "maxLength": 1000},
+        "inputs": _JSON_SCHEMA,
+        "outputs": _JSON_SCHEMA,
+        "examples": {"type": "array", "maxItems": 20, "items": {
+            "type": "object", "properties": {"input": {}, "output": {}}}},
+        "endpoint": {"type": "string", "format": "uri", "maxLength": 2000,
+                     "description": "This operation's own URL; default: the agent's."},
+        "idempotent": {"type": "boolean"},
+        "batch": {"type": "boolean"},
+    },
+}
+
+AGENT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "urn:aigw:aidip:agent-metadata",
+    "title": "AIDIP agent metadata (draft-cui-ai-agent-discovery-invocation-01 §3)",
+    "type": "object",
+    "required": ["name", "description", "version", "capabilities", "endpoint"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"},
+        "name": {"type": "string", "minLength": 1, "maxLength": 200},
+        "description": {"type": "string", "minLength": 1, "maxLength": 2000},
+        "version": {"type": "string", "minLength": 1, "maxLength": 50},
+        "publisher": {"type": "string", "maxLength": 200},
+        "capabilities": {**_STRINGS, "minItems": 1},
+        "tags": _STRINGS,
+        "endpoint": {"type": "string", "format": "uri", "maxLength": 2000},
+        "supported_languages": _STRINGS,
+        "authentication": {"type": "object", "properties": {
+            "type": {"type": "string", "enum": ["api_key", "oauth2_bearer", "mtls", "none"]},
+            "instructions": {"type": "string", "maxLength": 2000},
+            "scopes": _STRINGS}},
+        "status": {"type": "string", "enum": ["active", "inactive", "deprecated"]},
+        "operations": {"type": "array", "minItems": 1, "maxItems": 50, "items": OPERATION},
+        "inputs": _JSON_SCHEMA,
+        "outputs": _JSON_SCHEMA,
+        "allowed_clients": {**_STRINGS, "description":
+                            "Client ids entitled to see and invoke the agent (gateway extension)."},
+    },
+    # §3.2: operations, or top-level inputs and outputs for one implied operation.
+    "anyOf": [{"required": ["operations"]}, {"required": ["inputs", "outputs"]}],
+}
+
+IMPLIED_OPERATION = "default"
+_VALIDATOR = Draft202012Validator(AGENT_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def problems(document: Any) -> list[dict[str, str]]:
+    """Each problem as {field, problem}, in a stable order; empty when the document is valid."""
+    found = [_problem(error) for error in _VALIDATOR.iter_errors(document)]
+    if isinstance(document, dict):
+        found += _operation_problems(document.get("operations"))
+    return sorted(found, key=lambda p: (p["field"], p["problem"]))
+
+
+def schema_problems(instance: Any, schema: dict[str, Any]) -> list[dict[str, str]]:
+    """An instance checked against an operation's `inputs` or `outputs` schema."""
+    validator = Draft202012Validator(schema)
+    found = [_problem(error) for error in validator.iter_errors(instance)]
+    return sorted(found, key=lambda p: (p["field"], p["problem"]))
+
+
+def normalized(document: dict[str, Any]) -> dict[str, Any]:
+    """Top-level inputs/outputs become one operation named "default"."""
+    if "operations" in document:
+        return document
+    document = dict(document)
+    operation = {"name": IMPLIED_OPERATION, "inputs": document.pop("inputs"),
+                 "outputs": document.pop("outputs")}
+    return {**document, "operations": [operation]}
+
+
+def _operation_problems(operations: Any) -> list[dict[str, str]]:
+    if not isinstance(operations, list):
+        return []
+    found, seen = [], set()
+    for index, operation in enumerate(operations):
+        if not isinstance(operation, dict):
+            continue
+        name = operation.get("name")
+        if name in seen:
+            found.append({"field": f"operations[{index}].name", "problem": "duplicate name"})
+        seen.add(name)
+        for part in ("inputs", "outputs"):
+            schema = operation.get(part)
+            if isinstance(schema, dict) and not _is_schema(schema):
+                found.append({"field": f"operations[{index}].{part}",
+                              "problem": "not a valid JSON Schema"})
+    return found
+
+
+def _is_schema(schema: dict[str, Any]) -> bool:
+    try:
+        Draft202012Validator.check_schema(schema)
+    except Exception:
+        return False
+    return True
+
+
+def _problem(error: ValidationError) -> dict[str, str]:
+    path = _dotted(error.absolute_path)
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else ""
+        return {"field": f"{path}.{missing}".lstrip(".") or "(body)",
+                "problem": "required field is missing"}
+    if error.validator == "anyOf" and not path:
+        return {"field": "operations", "problem": "expected operations, or inputs and outputs"}
+    return {"field": path or "(body)", "problem": _short(error)}
+
+
+def _short(error: ValidationError) -> str:
+    """The validator's message without the offending value (it may be long or sensitive)."""
+    expected = error.validator_value
+    if error.validator in ("type", "enum", "pattern", "format", "minLength", "maxLength",
+                           "minItems", "maxItems", "minimum", "maximum", "const"):
+        return f"expected {error.validator} {expected}"[:200]
+    if error.validator == "additionalProperties":
+        return "unexpected field"
+    return error.validator if isinstance(error.validator, str) else "invalid"
+
+
+def _dotted(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out.lstrip(".")

@@ -1,0 +1,154 @@
+"""AIDIP parts in process: the egress guard (each SSRF attempt), the breaker, BM25 ranking.
+
+SSRF attempts only ever reach loopback: stub resolvers *answer* metadata, private or
+link-local addresses, and the guard must refuse before any connection is made.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from gateway.surfaces.aidip.breaker import Breaker
+from gateway.surfaces.aidip.catalog import Agent
+from gateway.surfaces.aidip.config import Egress
+from gateway.surfaces.aidip.egress import EgressClient, EgressRefused
+from gateway.surfaces.aidip.search import ranked
+
+
+class StubResolver:
+    """Answers from a script, one answer per lookup (the last one repeats)."""
+
+    def __init__(self, *answers: list[str]) -> None:
+        self.answers = list(answers)
+        self.lookups = 0
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        answer = self.answers[min(self.lookups, len(self.answers) - 1)]
+        self.lookups += 1
+        return answer
+
+
+def egress(port: int, *, allow: list[str] | None = None, **origin: object) -> Egress:
+    origins = [{"scheme": "http", "host": "agent.test", "ports": [port]},
+               {"scheme": "http", "host": "127.0.0.1", "ports": [port]},
+               {"scheme": "http", "host": "::1", "ports": [port]}]
+    return Egress.model_validate({"origins": origins + ([origin] if origin else []),
+                                  "allow_networks": allow or []})
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def received(echo: str) -> int:
+    return httpx.get(echo + "/count").json()["others"]
+
+
+@pytest.mark.parametrize("address", [
+    "127.0.0.1", "169.254.169.254", "10.0.0.5", "192.168.1.1", "172.16.0.1", "100.64.0.1",
+    "::1", "fe80::1", "fd00:ec2::254", "::ffff:127.0.0.1", "0.0.0.0",
+])
+async def test_names_resolving_to_special_addresses_are_refused(echo: str, address: str):
+    client = EgressClient(egress(port_of(echo)), StubResolver([address]))
+    before = received(echo)
+    with pytest.raises(EgressRefused):
+        await client.post(f"http://agent.test:{port_of(echo)}/echo/x", b"{}", {})
+    await client.aclose()
+    assert received(echo) == before
+
+
+async def test_rebinding_between_check_and_connect_is_refused(echo: str):
+    # The first lookup (the check) says public; the connection's own lookup says loopback.
+    resolver = StubResolver(["93.184.216.34"], ["127.0.0.1"])
+    client = EgressClient(egress(port_of(echo)), resolver)
+    before = received(echo)
+    with pytest.raises(EgressRefused):
+        await client.post(f"http://agent.test:{port_of(echo)}/echo/x", b"{}", {})
+    await client.aclose()
+    assert resolver.lookups == 2 and received(echo) == before
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:{port}/echo/x",  # loopback literal
+    "http://[::1]:{port}/echo/x",  # IPv6 loopback literal
+    "https://agent.test:{port}/echo/x",  # scheme not allowed for this origin
+    "http://agent.test:1/echo/x",  # port not allowed
+    "http://other.test:{port}/echo/x",  # host not allowed
+    "http://user:secret@agent.test:{port}/echo/x",  # credentials in the URL
+])
+async def test_urls_outside_the_rules_are_refused_before_resolution(echo: str, url: str):
+    resolver = StubResolver(["127.0.0.1"])
+    client = EgressClient(egress(port_of(echo), allow=[]), resolver)
+    with pytest.raises(EgressRefused):
+        await client.post(url.format(port=port_of(echo)), b"{}", {})
+    assert resolver.lookups == 0
+
+
+async def test_an_explicitly_allowed_network_is_reached(echo: str):
+    client = EgressClient(egress(port_of(echo), allow=["127.0.0.1/32"]),
+                          StubResolver(["127.0.0.1"]))
+    answer = await client.post(f"http://agent.test:{port_of(echo)}/echo/ok", b"{}",
+                               {"content-type": "application/json"})
+    await client.aclose()
+    assert answer.status == 200 and b"/echo/ok" in answer.body
+
+
+def test_the_breaker_opens_refuses_then_closes_after_a_successful_trial():
+    now = [0.0]
+    breaker = Breaker(failures=3, open_seconds=10, clock=lambda: now[0])
+    for _ in range(3):
+        assert breaker.retry_after() is None
+        breaker.failure()
+    assert breaker.retry_after() == 10
+    now[0] = 9.5
+    assert breaker.retry_after() == 1
+    now[0] = 10.0
+    assert breaker.retry_after() is None  # the trial call
+    assert breaker.retry_after() == 1  # only one trial at a time
+    breaker.success()
+    assert breaker.retry_after() is None
+
+
+def test_a_failed_trial_opens_the_breaker_again():
+    now = [0.0]
+    breaker = Breaker(failures=2, open_seconds=5, clock=lambda: now[0])
+    breaker.failure()
+    breaker.failure()
+    now[0] = 5.0
+    assert breaker.retry_after() is None
+    breaker.failure()
+    assert breaker.retry_after() == 5
+
+
+def _agent(agent_id: str, name: str, description: str, capabilities: list[str],
+           tags: list[str] | None = None) -> Agent:
+    return Agent(agent_id, {"name": name, "description": description,
+                            "capabilities": capabilities, "tags": tags or []}, {})
+
+
+AGENTS = [
+    _agent("translate", "Translator", "Translates text between Chinese and English.",
+           ["translation"], ["nlp", "chinese"]),
+    _agent("legal", "Legal Document Summarizer",
+           "Summarizes long legal documents such as contracts.", ["summarization"],
+           ["legal"]),
+    _agent("news", "News Summarizer", "Summarizes news articles.", ["summarization"],
+           ["news"]),
+    _agent("twin-b", "Image tagger", "Tags images.", ["image_classification"]),
+    _agent("twin-a", "Image tagger", "Tags images.", ["image_classification"]),
+]
+
+
+def test_free_text_is_ranked_by_bm25_best_first():
+    order = [(agent.id, score) for agent, score in
+             ranked(AGENTS, "summarize long legal documents in Chinese")]
+    # "legal", "long" and "documents" beat "chinese" alone; no shared term, no result.
+    assert [agent_id for agent_id, _ in order] == ["legal", "translate"]
+    assert order[0][1] > order[1][1] > 0
+
+
+def test_equal_scores_are_ordered_by_id():
+    order = [agent.id for agent, _ in ranked(AGENTS, "image tagger")]
+    assert order == ["twin-a", "twin-b"]
+    assert ranked(AGENTS, "image classification")[0][0].id == "twin-a"
