@@ -10,7 +10,9 @@ def surface_capabilities(aidre: Aidre | None) -> list[Capability]:
     if aidre is None or not aidre.enabled:
         return []
     base = aidre.base_path
-    names = "|".join(sorted(aidre.collections))
+    # The document is public: private collections stay unnamed (§11.6).
+    names = "|".join(sorted(name for name, collection in aidre.collections.items()
+                            if collection.visibility == "public")) or "a name from /collections"
     return [
         Capability(
             id="aidre_search", method="POST", endpoint=f"{base}/search",
