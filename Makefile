@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint demo bench bench-routes bench-deps redis schema clean
+.PHONY: install test lint demo bench bench-routes bench-deps redis schema fuzz clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
@@ -44,6 +44,11 @@ bench: install bench-deps
 
 bench-routes: install bench-deps redis
 	$(BIN)/python bench/routes.py
+
+# Generated requests against the demo (schemathesis + hypothesis; not part of `make test`):
+# prints the counts that must be 0 and exits 1 when one is not (bench/fuzz.py).
+fuzz: install
+	$(BIN)/python bench/fuzz.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -112,3 +112,12 @@ class Surface:
     def mount(self, context: MountContext) -> Mount | None:
         """The surface for one generation, or None when the config does not enable it."""
         return None
+
+    def openapi(self, settings: Settings) -> dict[str, Any]:
+        """An OpenAPI 3.1 fragment (`paths`, `components.schemas`) of what `mount` serves.
+
+        Empty when the config does not enable the surface. An operation without `security`
+        gets the requirement the `auth.routes` rules give its path; `[{}]` marks one public
+        whatever the rules say, with the credentials it honours added (see gateway.openapi).
+        """
+        return {}

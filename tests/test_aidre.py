@@ -460,3 +460,15 @@ def test_discovery_stays_public_when_everything_else_needs_a_token(
     closed = gateway_factory(config)
     assert httpx.get(closed.url + "/.well-known/ai-discovery").status_code == 200
     assert_error(httpx.get(closed.url + "/collections"), 401, "unauthorized")
+
+
+def test_the_public_ai_document_never_names_a_private_collection(tmp_path):
+    """Found by `make fuzz`: /.well-known/ai listed every collection in aidre_search's params."""
+    from gateway.surfaces.aidre.capabilities import surface_capabilities
+    from gateway.surfaces.aidre.config import Aidre
+
+    settings = aidre_gateway_config("http://127.0.0.1:1", tmp_path)["aidre"]
+    [search] = [c for c in surface_capabilities(Aidre.model_validate(settings))
+                if c.id == "aidre_search"]
+    assert "articles" in search.params["collection"]
+    assert "staff" not in search.params["collection"]

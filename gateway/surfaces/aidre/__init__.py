@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway.capability import Capability
 from gateway.policy.config import PolicyPack
 from gateway.settings import Settings
@@ -49,6 +51,14 @@ class AidrePlugin(Surface):
                            if route.name == "aidre.discovery")
         return Mount(self.name, route_list, public_paths=public, render_error=error_response,
                      resources=collections)
+
+    def openapi(self, settings: Settings) -> dict[str, Any]:
+        aidre = self.section(settings)
+        if aidre is None or not aidre.enabled:
+            return {}
+        from gateway.surfaces.aidre.openapi import aidre_openapi
+
+        return aidre_openapi(aidre)
 
 
 SURFACE = AidrePlugin()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway.capability import Capability
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
@@ -32,6 +34,14 @@ class AiEndpointPlugin(Surface):
         if not documents:
             return None
         return Mount(self.name, documents=dict(documents))
+
+    def openapi(self, settings: Settings) -> dict[str, Any]:
+        section = settings.ai_endpoint
+        if section is None or not section.enabled:
+            return {}
+        from gateway.surfaces.aiendpoint.openapi import ai_endpoint_openapi
+
+        return ai_endpoint_openapi(section)
 
 
 SURFACE = AiEndpointPlugin()

@@ -1,0 +1,258 @@
+"""`make fuzz`: generated requests against the demo, and the counts that must stay at zero.
+
+Starts the demo (backend, token issuer, gateway: config/demo.yaml plus one private collection,
+so the visibility oracle has something to guard) with a recording proxy between the gateway
+and the backend. Sends schemathesis cases built from the OpenAPI document the gateway serves,
+as five callers, then hypothesis-built raw requests over a plain socket. Prints the counts of
+bench/fuzz_oracles.py, writes them to bench/results/fuzz-<UTC date>.txt, and exits 1 when any
+count but the first is not zero.
+
+Usage: .venv/bin/python bench/fuzz.py [--schema-examples N] [--raw-examples N]
+(generation is derandomized: the same code and config send the same requests)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import itertools
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import httpx
+import schemathesis
+import yaml
+from fuzz_oracles import COUNTS, Caller, Exchange, Oracles
+from fuzz_raw import RawRequest, raw_requests, send
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
+
+from gateway.demo.keys import load_or_create_key
+from gateway.demo.tokens import mint_token
+from gateway.loader import load_config
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+OPENAPI = "/.well-known/aigw/openapi.json"
+PRIVATE = {"description": "Staff-only escalation notes (fuzz).", "visibility": "private",
+           "scopes": ["staff:read"]}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(url: str, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"a process exited ({proc.returncode}) before {url} answered")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise SystemExit(f"{url} did not answer within {timeout} s")
+
+
+def fuzz_config(workdir: Path) -> Path:
+    """config/demo.yaml with absolute paths and one private collection over the same API."""
+    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    config["policies"] = str(REPO / "policies")
+    config["demo"]["issuer"]["key_file"] = str(REPO / ".aigw" / "demo-issuer.jwk.json")
+    articles = config["aidre"]["collections"]["articles"]
+    config["aidre"]["collections"]["staff_notes"] = {
+        **PRIVATE, "text_search": articles["text_search"], "chunk": articles["chunk"]}
+    config["logging"] = {"level": "warning", "access_log": False}
+    path = workdir / "fuzz.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@contextmanager
+def demo(workdir: Path) -> Iterator[tuple[str, Path, Path]]:
+    """Backend, issuer and gateway (one `aigw demo` process) and the recorder in between."""
+    ports = {name: free_port() for name in ("gateway", "admin", "issuer", "backend", "recorder")}
+    os.environ.update({
+        "AIGW_PORT": str(ports["gateway"]), "AIGW_ADMIN_PORT": str(ports["admin"]),
+        "AIGW_ISSUER_PORT": str(ports["issuer"]),
+        "AIGW_DEMO_BACKEND": f"http://127.0.0.1:{ports['recorder']}"})
+    config, record = fuzz_config(workdir), workdir / "upstream.jsonl"
+    record.touch()
+    logs = (workdir / "demo.log").open("wb")
+    recorder = subprocess.Popen(
+        [sys.executable, str(BENCH / "recorder.py"), str(ports["recorder"]),
+         f"http://127.0.0.1:{ports['backend']}", str(record)], stdout=logs, stderr=logs)
+    gateway = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "demo", "--config", str(config),
+         "--backend-port", str(ports["backend"])], stdout=logs, stderr=logs, cwd=REPO)
+    try:
+        url = f"http://127.0.0.1:{ports['gateway']}"
+        wait_for(f"http://127.0.0.1:{ports['backend']}/api/v1/health", gateway)
+        wait_for(f"http://127.0.0.1:{ports['recorder']}/api/v1/health", recorder)
+        wait_for(f"http://127.0.0.1:{ports['admin']}/healthz", gateway)
+        yield url, config, record
+    finally:
+        for proc in (gateway, recorder):
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        logs.close()
+
+
+def callers(config: Path) -> list[Caller]:
+    settings = load_config(config).settings
+    issuer = settings.demo.issuer
+    key = load_or_create_key(Path(issuer.key_file))
+
+    def jwt(subject: str, scopes: list[str]) -> Caller:
+        token = mint_token(key, issuer=issuer.url, audience=issuer.audience, subject=subject,
+                           client_id=subject, scopes=scopes, kind="client", grant=None, ttl=3600)
+        return Caller(subject, {"Authorization": f"Bearer {token}"}, subject, frozenset(scopes))
+
+    return [
+        Caller("anonymous", {}),
+        Caller("bad-token", {"Authorization": "Bearer not-a-token"}),
+        Caller("api-key", {"X-API-Key": "demo-legacy-key"}, "legacy-reporting",
+               frozenset({"articles:read"})),
+        jwt("demo-agent", ["articles:read", "messages:read", "tasks:run"]),
+        jwt("vector-partner", ["vectors:read"]),
+        jwt("staff", ["staff:read", "articles:read"]),
+    ]
+
+
+def run_schemathesis(url: str, people: list[Caller], examples: int, record: Callable) -> None:
+    """Each generated case is sent once as every caller."""
+    schema = schemathesis.openapi.from_url(url + OPENAPI)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    for operation, mode in itertools.product(
+            operations, (schemathesis.GenerationMode.POSITIVE,
+                         schemathesis.GenerationMode.NEGATIVE)):
+        _run_cases(url, operation, mode, people, examples, record)
+
+
+def _run_cases(url: str, operation: schemathesis.APIOperation, mode: schemathesis.GenerationMode,
+               people: list[Caller], examples: int, record: Callable) -> None:
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(case=operation.as_strategy(mode))
+    def call(case: schemathesis.Case) -> None:
+        for caller in people:
+            request_id = record.next_id()
+            response = case.call(base_url=url, timeout=30,
+                                 headers={**caller.headers, "X-Request-Id": request_id})
+            sent = (response.request.url or "").encode() + _bytes(response.request.body)
+            record(Exchange(caller, case.method.upper(), response.request.path_url, request_id,
+                            sent, response.status_code,
+                            {k.lower(): v[0] for k, v in response.headers.items()},
+                            response.content))
+
+    with suppress(Unsatisfiable):  # negative mode: nothing to negate without inputs
+        call()
+
+
+def run_raw(port: int, people: list[Caller], examples: int, record: Callable) -> None:
+    """Each generated request is sent once as every caller."""
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
+              phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(request=raw_requests())
+    def call(request: RawRequest) -> None:
+        for caller in people:
+            request_id = record.next_id()
+            status, headers, body = send(port, request, {**caller.headers,
+                                                         "X-Request-Id": request_id})
+            record(Exchange(caller, request.method, request.target, request_id,
+                            request.target.encode("latin-1") + request.body, status, headers,
+                            body))
+
+    call()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.exchanges: list[Exchange] = []
+        self._ids = itertools.count(1)
+
+    def next_id(self) -> str:
+        return f"fuzz-{next(self._ids)}"
+
+    def __call__(self, exchange: Exchange) -> None:
+        self.exchanges.append(exchange)
+
+
+def _bytes(body: object) -> bytes:
+    if body is None:
+        return b""
+    return body if isinstance(body, bytes) else str(body).encode()
+
+
+def report(oracles: Oracles, started: float) -> str:
+    counts = oracles.findings.counts
+    lines = [f"aigw make fuzz, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, "
+             f"{time.monotonic() - started:.0f} s", ""]
+    labels = {"requests_sent": "requests sent", "server_errors": "5xx responses",
+              "outside_envelope": "responses outside their surface's envelope",
+              "not_for_caller": "responses with a field or record the caller may not see",
+              "unauthenticated_upstream": "unauthenticated requests that reached the upstream"}
+    lines += [f"{labels[name]:<58} {counts[name]:>7}" for name in COUNTS]
+    lines += [f"(refused as malformed HTTP by the server, before the gateway: "
+              f"{counts['server_rejected']}; upstream requests recorded: "
+              f"{counts['upstream_seen']}; statuses: {dict(sorted(oracles.statuses.items()))})"]
+    for kind, examples in oracles.findings.examples.items():
+        lines += ["", f"{kind}, first {len(examples)}:", *(f"  {e}" for e in examples)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--schema-examples", type=int, default=150,
+                        help="cases per operation and mode (positive, negative), each sent as "
+                             "every caller")
+    parser.add_argument("--raw-examples", type=int, default=1500,
+                        help="raw requests, each sent as every caller")
+    opts = parser.parse_args(argv)
+    started = time.monotonic()
+    recorder = Recorder()
+    with tempfile.TemporaryDirectory(prefix="aigw-fuzz-") as tmp, demo(Path(tmp)) as (
+            url, config, record):
+        people = callers(config)
+        run_schemathesis(url, people, opts.schema_examples, recorder)
+        print(f"schemathesis: {len(recorder.exchanges)} requests, "
+              f"{time.monotonic() - started:.0f} s", flush=True)
+        run_raw(int(url.rsplit(":", 1)[1]), people, opts.raw_examples, recorder)
+        print(f"all: {len(recorder.exchanges)} requests, {time.monotonic() - started:.0f} s",
+              flush=True)
+        time.sleep(0.5)  # the recorder's last lines
+        openapi = httpx.get(url + OPENAPI).json()
+        oracles = Oracles(load_config(config), openapi)
+        entries = [json.loads(line) for line in record.read_text().splitlines()]
+    upstream_ids = {entry["request_id"] for entry in entries if entry.get("request_id")}
+    for exchange in recorder.exchanges:
+        oracles.check(exchange, upstream_ids)
+    for entry in entries:
+        oracles.check_upstream(entry)
+    text = report(oracles, started)
+    print(text)
+    results = BENCH / "results"
+    results.mkdir(exist_ok=True)
+    (results / f"fuzz-{dt.datetime.now(dt.UTC):%Y-%m-%d}.txt").write_text(text)
+    counts = oracles.findings.counts
+    return 1 if any(counts[name] for name in COUNTS[1:]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

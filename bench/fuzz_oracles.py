@@ -1,0 +1,210 @@
+"""What `make fuzz` counts: each exchange is judged by the owner of its path, exactly as the
+gateway routes it (the same `PathOwners`), against the schemas of the served OpenAPI document.
+
+- `server_errors`: any 5xx.
+- `outside_envelope`: a body the gateway wrote that is not its owner's envelope (AIDRE error or
+  success shape, the gateway's error dialect, the /.well-known/ai schema), a wrong media type,
+  or a `request_id` that is not the response's `X-Request-Id`.
+- `not_for_caller`: a private collection's name or description the caller may not read (and did
+  not send itself), a `vector` no vector-return rule allows this caller, a leaked `embedding`.
+- `unauthenticated_upstream`: the recorder saw a passthrough request whose route needs
+  credentials (or scopes) the caller lacked, identity headers that are not the caller's, or the
+  caller's credential itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+from jsonschema import Draft202012Validator
+
+from gateway import registry
+from gateway.auth.routes import RouteTable
+from gateway.discovery import core_documents
+from gateway.loader import LoadedConfig
+from gateway.routing import PathOwners
+from gateway.surface import MountContext
+
+COUNTS = ("requests_sent", "server_errors", "outside_envelope", "not_for_caller",
+          "unauthenticated_upstream")
+_SERVER_REJECTION = b"Invalid HTTP request received."  # uvicorn, before any ASGI app runs
+_AIDRE_ROUTES = {"/.well-known/ai-discovery": "AidreDiscovery", "/collections": "AidreCollections",
+                 "/search": "AidreSearchResponse"}
+
+
+@dataclass(frozen=True)
+class Caller:
+    name: str
+    headers: dict[str, str]
+    subject: str | None = None
+    scopes: frozenset[str] = frozenset()
+
+
+@dataclass
+class Exchange:
+    caller: Caller
+    method: str
+    target: str  # as sent: raw path and query
+    request_id: str
+    sent: bytes  # target and body, to tell an echoed name from a leaked one
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Findings:
+    counts: Counter = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, kind: str, what: str) -> None:
+        self.counts[kind] += 1
+        kept = self.examples.setdefault(kind, [])
+        if len(kept) < 5:
+            kept.append(what[:600])
+
+
+class Oracles:
+    def __init__(self, loaded: LoadedConfig, openapi: dict[str, Any]) -> None:
+        settings = loaded.settings
+        context = MountContext(settings, registry.capabilities(settings), loaded.modified)
+        mounts = [m for s in registry.surfaces() if (m := s.mount(context)) is not None]
+        self.owners = PathOwners(mounts, core_documents(settings))
+        self.routes = RouteTable(settings.auth)
+        self.base_path = settings.aidre.base_path
+        self.private = {name: (frozenset(c.scopes), c.description)
+                        for name, c in settings.aidre.collections.items()
+                        if c.visibility == "private"}
+        self.vector_rules = _vector_rules(loaded)
+        self.components = openapi["components"]
+        self.findings = Findings()
+        self.statuses: Counter = Counter()
+        self.by_request_id: dict[str, tuple[Exchange, str]] = {}
+
+    def schema(self, name: str) -> Draft202012Validator:
+        return Draft202012Validator({"$ref": f"#/components/schemas/{name}",
+                                     "components": self.components})
+
+    def check(self, exchange: Exchange, upstream_ids: set[str]) -> None:
+        self.findings.counts["requests_sent"] += 1
+        self.statuses[exchange.status] += 1
+        path = _gateway_path(exchange.target)
+        owner = self._owner(path)
+        self.by_request_id[exchange.request_id] = (exchange, owner)
+        label = f"{exchange.caller.name} {exchange.method} {exchange.target[:200]} -> " \
+                f"{exchange.status} {exchange.body[:300]!r}"
+        if exchange.status >= 500:
+            self.findings.add("server_errors", label)
+        from_upstream = owner == "passthrough" and exchange.request_id in upstream_ids \
+            and exchange.status not in (502, 504)
+        if exchange.status == 400 and exchange.body == _SERVER_REJECTION:
+            self.findings.counts["server_rejected"] += 1  # malformed HTTP: never reached the app
+            return
+        if not from_upstream:
+            problem = self._envelope_problem(exchange, owner, path)
+            if problem:
+                self.findings.add("outside_envelope", f"{problem}: {label}")
+            leak = self._leak(exchange)
+            if leak:
+                self.findings.add("not_for_caller", f"{leak}: {label}")
+
+    def check_upstream(self, entry: dict[str, Any]) -> None:
+        self.findings.counts["upstream_seen"] += 1
+        seen = self.by_request_id.get(entry.get("request_id") or "")
+        what = f"upstream saw {entry['method']} {entry['raw_path'][:200]}"
+        if entry["authorization"] or entry["api_key"]:
+            self.findings.add("unauthenticated_upstream", f"caller's credential forwarded: {what}")
+        if seen is None:
+            if entry["subject"] is not None:
+                self.findings.add("unauthenticated_upstream", f"unattributed identity: {what}")
+            return
+        exchange, owner = seen
+        if entry["subject"] != exchange.caller.subject:
+            self.findings.add("unauthenticated_upstream",
+                              f"identity {entry['subject']!r} for {exchange.caller.name}: {what}")
+        if owner == "passthrough":
+            access = self.routes.access(entry["path"], entry["method"])
+            caller = exchange.caller
+            if not access.public and (caller.subject is None or not access.scopes <= caller.scopes):
+                self.findings.add("unauthenticated_upstream", f"{caller.name}: {what}")
+
+    def _owner(self, path: str) -> str:
+        document = self.owners.documents.get(path)
+        if document is not None:
+            return "document:" + (document.owner.name if document.owner else "core")
+        mount = self.owners.owner(path)
+        return mount.name if mount is not None else "passthrough"
+
+    def _envelope_problem(self, exchange: Exchange, owner: str, path: str) -> str | None:
+        if exchange.status == 304 or exchange.method == "HEAD":
+            return None
+        media = exchange.headers.get("content-type", "")
+        try:
+            body = orjson.loads(exchange.body)
+        except orjson.JSONDecodeError:
+            return "not JSON"
+        aidre = owner == "aidre"
+        if exchange.status >= 400:
+            name, wanted = ("AidreError", "application/aidre+json") if aidre \
+                else ("GatewayError", "application/json")
+            found = body.get("request_id") if aidre else (body.get("error") or {}).get(
+                "request_id") if isinstance(body, dict) else None
+            if found != exchange.headers.get("x-request-id"):
+                return "request_id differs from X-Request-Id"
+        elif aidre:
+            name = self._aidre_success(path)
+            wanted = "application/json" if name == "AidreDiscovery" else "application/aidre+json"
+        elif owner == "document:aiendpoint":
+            name, wanted = "AiEndpointDocument", "application/json"
+        else:
+            return None if isinstance(body, dict) else "not a JSON object"
+        if not media.startswith(wanted):
+            return f"media type {media!r}, expected {wanted}"
+        errors = sorted(self.schema(name).iter_errors(body), key=lambda e: e.path)
+        return f"not {name}: {errors[0].message[:200]}" if errors else None
+
+    def _aidre_success(self, path: str) -> str:
+        local = path.removeprefix(self.base_path) if path != "/.well-known/ai-discovery" else path
+        return _AIDRE_ROUTES.get(local, "AidreChunk")
+
+    def _leak(self, exchange: Exchange) -> str | None:
+        caller = exchange.caller
+        for name, (scopes, description) in self.private.items():
+            if scopes <= caller.scopes:
+                continue
+            for secret in (name.encode(), description.encode()):
+                if secret in exchange.body and secret not in exchange.sent:
+                    return f"private collection {name!r} shown"
+        try:
+            body = orjson.loads(exchange.body)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(body, dict):
+            return None
+        if b'"embedding"' in exchange.body:
+            return "upstream embedding leaked"
+        for result in body.get("results") or ():
+            if isinstance(result, dict) and "vector" in result:
+                allowed = self.vector_rules.get(body.get("collection"), ())
+                if not any(rule <= caller.scopes for rule in allowed):
+                    return "vector without a rule allowing it"
+        return None
+
+
+def _vector_rules(loaded: LoadedConfig) -> dict[str, list[frozenset[str]]]:
+    """collection -> the scope sets that a vector-return rule in the policy files allows."""
+    rules: dict[str, list[frozenset[str]]] = {}
+    for pack in loaded.policies.values():
+        for rule in pack.get("vector_return") or ():
+            rules.setdefault(rule["collection"], []).append(frozenset(rule.get("scopes") or ()))
+    return rules
+
+
+def _gateway_path(target: str) -> str:
+    """The path as the gateway decides on it (percent-decoded as uvicorn does)."""
+    raw = target.split("?", 1)[0]
+    return unquote(raw) if "%" in raw else raw

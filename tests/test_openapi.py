@@ -1,0 +1,149 @@
+"""The gateway's own OpenAPI document: valid 3.1, complete, true to the config and to the wire."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import schemathesis
+from aidre_config import aidre_gateway_config, collection
+from hypothesis import HealthCheck, given, settings
+from openapi_spec_validator import validate
+from processes import Gateway
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from gateway import registry
+from gateway.loader import load_config
+from gateway.surface import MountContext
+
+OPENAPI = "/.well-known/aigw/openapi.json"
+SERVICE = {"name": "Acme Help Centre", "description": "Help-centre articles for agents."}
+AI_ENDPOINT = {"capabilities": [{"id": "search_articles", "description": "Search articles",
+                                 "endpoint": "/api/v1/articles/search", "method": "GET"}]}
+
+
+def full_config(backend: str, workdir, **aidre) -> dict:
+    return aidre_gateway_config(backend, workdir, aidre=aidre or None, service=SERVICE,
+                                ai_endpoint=AI_ENDPOINT)
+
+
+@pytest.fixture(scope="module")
+def gateway(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    workdir = tmp_path_factory.mktemp("openapi")
+    started = Gateway(full_config(backend, workdir), workdir)
+    yield started
+    started.stop()
+
+
+def served(gateway: Gateway) -> dict:
+    response = httpx.get(gateway.url + OPENAPI)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    return response.json()
+
+
+def test_the_served_document_is_valid_openapi_3_1(gateway: Gateway):
+    document = served(gateway)
+    assert document["openapi"] == "3.1.0"
+    validate(document)  # raises on any violation of the OpenAPI 3.1 schema
+    assert document["info"]["title"] == "Acme Help Centre (aigw)"
+
+
+def test_it_is_public_cacheable_and_refuses_other_methods(backend, gateway_factory, tmp_path):
+    config = full_config(backend, tmp_path)
+    config["auth"]["default_access"] = "authenticated"
+    gateway = gateway_factory(config)
+    first = httpx.get(gateway.url + OPENAPI)
+    assert first.status_code == 200 and first.headers["etag"]
+    again = httpx.get(gateway.url + OPENAPI, headers={"if-none-match": first.headers["etag"]})
+    assert again.status_code == 304
+    refused = httpx.post(gateway.url + OPENAPI)
+    assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD"
+    assert refused.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_every_route_and_document_a_surface_serves_is_described(gateway: Gateway):
+    paths = served(gateway)["paths"]
+    settings = load_config(gateway.config_path).settings
+    context = MountContext(settings, registry.capabilities(settings))
+    served_routes = set()
+    for surface in registry.surfaces():
+        mount = surface.mount(context)
+        if mount is None:
+            continue
+        served_routes |= {(path, "get") for path in mount.documents}
+        for route in mount.routes:
+            template = route.path.replace(":path}", "}")
+            served_routes |= {(template, method.lower()) for method in route.methods - {"HEAD"}}
+    assert len(served_routes) >= 6
+    for path, method in served_routes:
+        assert method in paths.get(path, {}), f"{method.upper()} {path} is not described"
+    assert "get" in paths["/.well-known/oauth-protected-resource"]
+
+
+def test_paths_follow_the_base_path_and_private_collections_stay_unnamed(backend, tmp_path):
+    from gateway.discovery import core_documents
+
+    config = full_config(backend, tmp_path, base_path="/aidre/v1")
+    config["aidre"]["collections"]["secret_plans"] = collection(
+        visibility="private", scopes=["staff:read"], description="Board-only plans.")
+    path = tmp_path / "gw.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(config))
+    body = core_documents(load_config(path).settings)[OPENAPI].body
+    paths = httpx.Response(200, content=body).json()["paths"]
+    assert {"/aidre/v1/search", "/aidre/v1/collections", "/aidre/v1/chunks/{id}",
+            "/.well-known/ai-discovery"} <= set(paths)
+    assert "/search" not in paths and "/collections" not in paths
+    assert b"secret_plans" not in body and b"Board-only" not in body
+
+
+def test_security_schemes_follow_the_auth_config(gateway: Gateway):
+    document = served(gateway)
+    assert document["components"]["securitySchemes"] == {
+        "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}}
+    # default_access is public in this config: credentials are optional but honoured
+    assert document["paths"]["/search"]["post"]["security"] == [{}, {"apiKey": []}]
+    assert document["paths"][OPENAPI]["get"]["security"] == []
+    assert "sha256" not in str(document)
+
+
+def test_scoped_routes_require_their_scopes(backend, gateway_factory, tmp_path):
+    config = full_config(backend, tmp_path)
+    config["auth"]["routes"] = [{"path": "/chunks", "scopes": ["chunks:read"]}]
+    config["auth"]["default_access"] = "authenticated"
+    document = served(gateway_factory(config))
+    assert document["paths"]["/chunks/{id}"]["get"]["security"] == [{"apiKey": ["chunks:read"]}]
+    assert document["paths"]["/collections"]["get"]["security"] == [{"apiKey": []}]
+    discovery = document["paths"]["/.well-known/ai-discovery"]["get"]["security"]
+    assert discovery == [{}, {"apiKey": []}]  # discovery stays public
+
+
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
+          response_schema_conformance]
+
+
+@pytest.mark.parametrize("key", [None, "vector-key", "staff-key"])
+def test_real_responses_match_the_declared_schemas(gateway: Gateway, key: str | None):
+    """Schemathesis generates requests from the served document; every answer must conform."""
+    schema = schemathesis.openapi.from_url(gateway.url + OPENAPI)
+    headers = {"x-api-key": key} if key else {}
+    operations = [result.ok() for result in schema.get_all_operations()]
+    labels = {operation.label for operation in operations}
+    assert {"POST /search", "GET /chunks/{id}", "GET /collections", "GET /.well-known/ai"} <= labels
+    for operation in operations:
+        @settings(max_examples=8, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(case=operation.as_strategy())
+        def check(case: schemathesis.Case) -> None:
+            response = case.call(base_url=gateway.url, headers=headers, timeout=10)
+            case.validate_response(response, checks=CHECKS)
+
+        check()
