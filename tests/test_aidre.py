@@ -6,6 +6,7 @@ import http.client
 import json
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -281,6 +282,28 @@ def test_cursors_cannot_be_forged_or_replayed_against_another_query(gateway: Gat
     other = {**body, "query": "shipping"}
     assert_error(search(gateway, {**other, "cursor": cursor}), 400, "invalid_request")
     assert search(gateway, {**body, "cursor": cursor}).status_code == 200
+
+
+
+def test_without_a_cursor_secret_replicas_with_one_config_share_cursors(
+        gateway: Gateway, backend: str, tmp_path: Path):
+    """No process keeps a key of its own: a second replica (and a restart) honours the first
+    one's cursor, and a replica with another config refuses it."""
+    assert "cursor_secret" not in gateway.config["aidre"]
+    body = {"query": "refund", "collection": "articles", "top_k": 2}
+    first = search(gateway, body).json()
+    replica = Gateway(aidre_gateway_config(backend, tmp_path), tmp_path)
+    other = Gateway(aidre_gateway_config(backend, tmp_path, aidre={"cursor_ttl": 600}),
+                    tmp_path)
+    try:
+        cursor = first["meta"]["next_cursor"]
+        on_replica = search(replica, {**body, "cursor": cursor}).json()
+        on_first = search(gateway, {**body, "cursor": cursor}).json()
+        assert on_replica["results"] == on_first["results"] != first["results"]
+        assert_error(search(other, {**body, "cursor": cursor}), 400, "invalid_request")
+    finally:
+        replica.stop()
+        other.stop()
 
 
 # --------------------------------------------------------------------------- chunks

@@ -10,23 +10,41 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
 import time
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
-# One key per process when none is configured: cursors then survive reloads, not restarts.
-_PROCESS_KEY = os.urandom(32)
+_DERIVED: dict[int, tuple[BaseModel, bytes]] = {}  # section id -> (section, key)
 
 
 class InvalidCursor(ValueError):
     pass
 
 
+def derived_key(section: BaseModel, public_base_url: str | None) -> bytes:
+    """A cursor key derived from configuration, for deployments without `cursor_secret`.
+
+    Every worker and replica serving the same config derives the same key, so a cursor issued
+    by one is honoured by the others and after a restart. It is not secret (whoever reads the
+    config can derive it): a forged cursor can only name an offset, which paging reaches anyway,
+    and the query digest still binds it. Set `cursor_secret` to keep cursors unforgeable.
+    """
+    cached = _DERIVED.get(id(section))
+    if cached is not None and cached[0] is section:
+        return cached[1]
+    material = section.model_dump_json(exclude={"cursor_secret"}) + (public_base_url or "")
+    key = hmac.new(b"aigw cursor key v1", material.encode(), hashlib.sha256).digest()
+    if len(_DERIVED) > 16:  # one entry per config generation still referenced
+        _DERIVED.clear()
+    _DERIVED[id(section)] = (section, key)
+    return key
+
+
 class CursorSigner:
-    def __init__(self, secret: bytes | None, ttl: int) -> None:
-        self._key = secret or _PROCESS_KEY
+    def __init__(self, key: bytes, ttl: int) -> None:
+        self._key = key
         self._ttl = ttl
 
     def issue(self, query: Any, offset: int) -> str:

@@ -76,7 +76,8 @@ class Aidre(Strict):
     )
     max_query_chars: Annotated[int, Field(ge=1, le=100_000)] = 2000
     cursor_secret: SecretStr | None = Field(
-        None, description="HMAC key for pagination cursors; set it when replicas share traffic."
+        None, description="HMAC key for pagination cursors. Unset: a key derived from this "
+        "section, the same in every replica with the same config, but not secret."
     )
     cursor_ttl: Annotated[int, Field(ge=60, le=86400)] = 3600
     discovery_max_age: Annotated[int, Field(ge=0, le=86400)] = 300

@@ -23,7 +23,7 @@ from gateway.pipeline import Fetch, UpstreamCall
 from gateway.surfaces.aidre import render, window
 from gateway.surfaces.aidre.collections import CompiledCollection, Operation
 from gateway.surfaces.aidre.request import invalid, parse_search
-from gateway.surfaces.cursors import CursorSigner, InvalidCursor
+from gateway.surfaces.cursors import CursorSigner, InvalidCursor, derived_key
 
 _MEDIA_TYPES = ("application/aidre+json", "application/json")
 
@@ -37,8 +37,9 @@ class AidreSurface:
         self.generation = generation
         self.settings = generation.settings.aidre
         secret = self.settings.cursor_secret
-        self.cursors = CursorSigner(secret.get_secret_value().encode() if secret else None,
-                                    self.settings.cursor_ttl)
+        key = secret.get_secret_value().encode() if secret else \
+            derived_key(self.settings, generation.settings.public_base_url)
+        self.cursors = CursorSigner(key, self.settings.cursor_ttl)
         self.more = self.truncated = False  # set by `collect` for this request's page
 
     @property
