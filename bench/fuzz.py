@@ -155,9 +155,11 @@ def _run_cases(url: str, operation: schemathesis.APIOperation, mode: schemathesi
             response = case.call(base_url=url, timeout=30,
                                  headers={**caller.headers, "X-Request-Id": request_id})
             sent = (response.request.url or "").encode() + _bytes(response.request.body)
+            # The gateway keeps a client's id only from a trusted proxy: follow the one it used.
+            headers = {k.lower(): v[0] for k, v in response.headers.items()}
+            request_id = headers.get("x-request-id", request_id)
             record(Exchange(caller, case.method.upper(), response.request.path_url, request_id,
-                            sent, response.status_code,
-                            {k.lower(): v[0] for k, v in response.headers.items()},
+                            sent, response.status_code, headers,
                             response.content))
 
     with suppress(Unsatisfiable):  # negative mode: nothing to negate without inputs
@@ -175,6 +177,7 @@ def run_raw(port: int, people: list[Caller], examples: int, record: Callable) ->
             request_id = record.next_id()
             status, headers, body = send(port, request, {**caller.headers,
                                                          "X-Request-Id": request_id})
+            request_id = headers.get("x-request-id", request_id)
             record(Exchange(caller, request.method, request.target, request_id,
                             request.target.encode("latin-1") + request.body, status, headers,
                             body))
@@ -209,7 +212,7 @@ def report(oracles: Oracles, started: float) -> str:
               "not_for_caller": "responses with a field or record the caller may not see",
               "unauthenticated_upstream": "unauthenticated requests that reached the upstream"}
     lines += [f"{labels[name]:<58} {counts[name]:>7}" for name in COUNTS]
-    lines += [f"(refused as malformed HTTP by the server, before the gateway: "
+    lines += [f"(refused by the listener before any app ran, in the gateway's dialect: "
               f"{counts['server_rejected']}; upstream requests recorded: "
               f"{counts['upstream_seen']}; statuses: {dict(sorted(oracles.statuses.items()))})"]
     for kind, examples in oracles.findings.examples.items():

@@ -31,7 +31,10 @@ from gateway.surface import MountContext
 
 COUNTS = ("requests_sent", "server_errors", "outside_envelope", "not_for_caller",
           "unauthenticated_upstream")
-_SERVER_REJECTION = b"Invalid HTTP request received."  # uvicorn, before any ASGI app runs
+# Refusals by the listener, before any ASGI app runs (gateway/edge.py): the gateway's own
+# dialect whatever the path, since no request (so no owner) exists yet.
+_LISTENER_CODES = {(400, "invalid_http"), (408, "request_timeout"),
+                   (431, "request_header_fields_too_large")}
 _AIDRE_ROUTES = {"/.well-known/ai-discovery": "AidreDiscovery", "/collections": "AidreCollections",
                  "/search": "AidreSearchResponse"}
 
@@ -101,7 +104,7 @@ class Oracles:
             self.findings.add("server_errors", label)
         from_upstream = owner == "passthrough" and exchange.request_id in upstream_ids \
             and exchange.status not in (502, 504)
-        if exchange.status == 400 and exchange.body == _SERVER_REJECTION:
+        if self._listener_refusal(exchange):
             self.findings.counts["server_rejected"] += 1  # malformed HTTP: never reached the app
             return
         if not from_upstream:
@@ -111,6 +114,16 @@ class Oracles:
             leak = self._leak(exchange)
             if leak:
                 self.findings.add("not_for_caller", f"{leak}: {label}")
+
+    @staticmethod
+    def _listener_refusal(exchange: Exchange) -> bool:
+        """A listener refusal: JSON in the gateway dialect whose request id is the header's."""
+        try:
+            error = orjson.loads(exchange.body)["error"]
+        except (ValueError, TypeError, KeyError):
+            return False
+        return isinstance(error, dict) and (exchange.status, error.get("code")) in \
+            _LISTENER_CODES and error.get("request_id") == exchange.headers.get("x-request-id")
 
     def check_upstream(self, entry: dict[str, Any]) -> None:
         self.findings.counts["upstream_seen"] += 1

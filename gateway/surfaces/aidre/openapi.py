@@ -109,8 +109,9 @@ def _schemas(aidre: Aidre) -> dict[str, Any]:
     strings = {"type": "string"}
     source = {"type": "object", "additionalProperties": False,
               "properties": {"url": strings, "title": strings, "section": strings}}
+    # A record's visibility is its own (§12): the collection's, or any value its mapping gives.
     metadata = {"type": "object", "required": ["visibility"],
-                "properties": {"visibility": {"enum": ["public", "private"]}}}
+                "properties": {"visibility": strings}}
     return {
         "AidreError": _closed({
             "error": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$",
