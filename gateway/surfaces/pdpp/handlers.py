@@ -114,7 +114,7 @@ class PdppService:
         owner = _owner(ctx)
         params = request.parse(http.query_params.multi_items(),
                                frozenset({"limit", "cursor", "order", "fields"}),
-                               owner=owner, filters=owner)
+                               owner=owner, filters=owner, records=True)
         access = stream_access(ctx.principal, self.streams, http.path_params["stream"])
         limit = request.limit(params, request.RECORDS_DEFAULT_LIMIT, request.RECORDS_MAX_LIMIT)
         order = request.order(params)
@@ -146,7 +146,7 @@ class PdppService:
     async def get_record(self, http: Request, ctx: RequestContext, generation: Any,
                          version: str) -> Response:
         params = request.parse(http.query_params.multi_items(), frozenset({"fields"}),
-                               owner=_owner(ctx))
+                               owner=_owner(ctx), records=True)
         access = stream_access(ctx.principal, self.streams, http.path_params["stream"])
         wanted = narrowed(access, params.get("fields"))
         key = http.path_params["key"]

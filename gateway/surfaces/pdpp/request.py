@@ -29,7 +29,7 @@ def invalid(message: str, param: str | None = None, code: str = "invalid_request
 
 
 def parse(items: list[tuple[str, str]], allowed: frozenset[str], *, owner: bool,
-          filters: bool = False, streams: bool = False) -> Params:
+          filters: bool = False, streams: bool = False, records: bool = False) -> Params:
     """The parameters of one request; `allowed` are the plain names this endpoint takes."""
     params = Params()
     for name, value in items:
@@ -44,12 +44,14 @@ def parse(items: list[tuple[str, str]], allowed: frozenset[str], *, owner: bool,
                 raise invalid(f"{name} is given more than once.", name)
             params.values[name] = value
         else:
-            raise _refusal(name, owner)
+            raise _refusal(name, owner, records)
     return params
 
 
-def _refusal(name: str, owner: bool) -> GatewayError:
+def _refusal(name: str, owner: bool, records: bool) -> GatewayError:
     base = name.split("[", 1)[0]
+    if not records:
+        return invalid(f"Unknown or unsupported parameter {name!r}.", name)
     if base in ("expand", "expand_limit") and owner:
         return invalid("This stream declares no expandable relation.", name, "invalid_expand")
     if base in ("filter", "expand", "expand_limit", "view") and not owner:
