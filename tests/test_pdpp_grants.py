@@ -84,7 +84,8 @@ def inside(record: dict, entry: dict) -> bool:
         (window.get("until") is None or value < window["until"])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(grant=grants(), q=st.sampled_from(["card payment", "password reset", "refund",
                                           "kind regards", "invoice vat"]))
 def test_no_response_leaves_the_grant(gateway, everything, grant, q):
