@@ -6,6 +6,8 @@ Spec surfaces contribute theirs through their mounts; every one is public.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway import openapi, registry
 from gateway.endpoints import StaticDocument
 from gateway.settings import Settings
@@ -27,6 +29,19 @@ def core_documents(settings: Settings) -> dict[str, StaticDocument]:
     auth = settings.auth
     resource = resource_identifier(auth, settings.public_base_url)
     scopes = RouteTable(auth).scopes() | set(auth.scope_grants)
-    document = StaticDocument("oauth-protected-resource",
-                              protected_resource_metadata(auth, resource, scopes))
+    metadata = protected_resource_metadata(auth, resource, scopes)
+    for surface in registry.surfaces():
+        metadata = merge_members(metadata, surface.resource_metadata(settings))
+    document = StaticDocument("oauth-protected-resource", metadata)
     return {**documents, **dict.fromkeys(metadata_paths(resource), document)}
+
+
+def merge_members(document: dict[str, Any], members: dict[str, Any]) -> dict[str, Any]:
+    """`members` added to `document`: objects under one name merge, existing values win."""
+    merged = dict(document)
+    for name, value in members.items():
+        if isinstance(value, dict) and isinstance(merged.get(name), dict):
+            merged[name] = {**value, **merged[name]}
+        else:
+            merged.setdefault(name, value)
+    return merged

@@ -111,8 +111,9 @@ class EdgeProtocol(HttpToolsProtocol):
     def _count_raw_head(self, size: int) -> None:
         """Bound a field still in progress, which httptools buffers until it ends.
 
-        A chunk in which the head began may also hold the end of the previous request, so it is
-        not counted: the bound is then loose by at most one read, never falsely tight.
+        A chunk in which the head began (or the previous message ended) may also hold the end of
+        the previous request's body, so it is not counted: the bound is then loose by at most one
+        read, never falsely tight.
         """
         if not self._in_head:
             return
@@ -146,6 +147,7 @@ class EdgeProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._in_head = True
+        self._began_in_chunk = True  # the rest of this read is a new head: count from there
 
     def _add_head_bytes(self, size: int) -> None:
         self._head_bytes += size

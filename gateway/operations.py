@@ -57,15 +57,17 @@ class Operation:
         return UpstreamCall(target, self.settings.method, path, self.mapping, params, body)
 
 
-def compile_operation(settings: UpstreamOperation, where: str, upstreams: set[str]) -> Operation:
-    """One upstream operation checked and compiled; `MappingError` names the bad path."""
+def compile_operation(settings: UpstreamOperation, where: str, upstreams: set[str],
+                      extra: frozenset[str] = frozenset()) -> Operation:
+    """One upstream operation checked and compiled; `MappingError` names the bad path.
+    `extra` names placeholders a surface fills beyond the common ones."""
     if settings.upstream not in upstreams:
         raise MappingError(f"{where}.upstream",
                            f"expected one of the upstreams ({', '.join(sorted(upstreams))})")
-    unknown = _placeholders(settings) - PLACEHOLDERS
+    unknown = _placeholders(settings) - PLACEHOLDERS - extra
     if unknown:
         raise MappingError(where, f"unknown placeholder {{{sorted(unknown)[0]}}}; "
-                                  f"known: {', '.join(sorted(PLACEHOLDERS))}")
+                                  f"known: {', '.join(sorted(PLACEHOLDERS | extra))}")
     return Operation(settings, compile_mapping(settings.mapping, f"{where}.mapping"),
                      "offset" in _placeholders(settings))
 

@@ -93,6 +93,14 @@ class Surface:
         """Entries for the `/.well-known/ai` document."""
         return []
 
+    def resource_metadata(self, settings: Settings) -> dict[str, Any]:
+        """Members this surface adds to the RFC 9728 protected-resource metadata document.
+
+        Public and global: nothing caller-specific. Objects under one member name (such as
+        `capabilities`) are merged across surfaces; the core's standard members win.
+        """
+        return {}
+
     def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
         """Load-time checks of the config beyond its schema."""
         return []

@@ -17,6 +17,8 @@ GET|POST|... /echo/...   -> JSON: method, raw path, query, headers (as a list), 
                             `to=URL` is short for `location=URL`)
 /reply                   -> the request body back, as application/json
 /text                    -> 200 text/plain (not JSON)
+/rec/...                 -> the echo, and the request is remembered
+/recorded                -> every remembered request: [{path, query}] (query as a list of pairs)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import uvicorn
 NAME = sys.argv[2] if len(sys.argv) > 2 else "echo"
 GZIP_PAYLOAD = json.dumps({"compressed": True, "items": list(range(200))}).encode()
 _state = {"requests": 0, "others": 0}
+_recorded: list[dict[str, Any]] = []
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -84,6 +87,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"text/plain")]})
         await send({"type": "http.response.body", "body": b"plain words"})
+    elif path == "/recorded":
+        await _respond(send, 200, json.dumps(_recorded).encode())
+    elif path.startswith("/rec/"):
+        _recorded.append({"path": path, "query": parse_qsl(scope["query_string"].decode())})
+        await _respond(send, 200, _echo(scope, body))
     elif path == "/count":
         await _respond(send, 200, json.dumps(_state).encode())
     else:

@@ -136,6 +136,7 @@ class Auth(Strict):
 
 class DemoClient(Strict):
     secret: str
+    subject: str | None = Field(None, description="The tokens' `sub` (default: the client id).")
     scopes: list[str] = []
     kind: TokenKindName = "client"
     grant: GrantSpec | None = None

@@ -65,7 +65,8 @@ class IssuerState:
     def issue(self, client_id: str, client: DemoClient, scopes: list[str]) -> str:
         settings = self.settings
         options: dict[str, Any] = {
-            "issuer": settings.url, "audience": settings.audience, "subject": client_id,
+            "issuer": settings.url, "audience": settings.audience,
+            "subject": client.subject or client_id,
             "client_id": client_id, "scopes": scopes, "kind": client.kind,
             "grant": client.grant, "ttl": settings.ttl,
         }

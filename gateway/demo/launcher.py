@@ -47,6 +47,17 @@ AIDRE: text and vector search over the same legacy API, translated by config/dem
   curl -s '{public}/chunks/articles:art-0001'   # 200
   curl -s '{admin}/readyz'   # 200
 
+PDPP: user u-001's messages and the articles as streams, searched lexically and semantically;
+an owner call, a client grant narrowed to message subjects and dates, and a refused field:
+  curl -s -H "Authorization: Bearer $({aigw} token --config {config} --sub u-001 --owner)" \
+       '{public}/v1/streams/messages/records?limit=2'   # 200
+  curl -s -H "Authorization: Bearer $({aigw} token --config {config} --sub u-001 \
+       --grant '{{"messages": ["id", "subject", "sent_at"]}}')" \
+       '{public}/v1/search?q=refund&limit=3'   # 200
+  curl -s -H "Authorization: Bearer $({aigw} token --config {config} --sub u-001 \
+       --grant '{{"messages": ["id", "subject", "sent_at"]}}')" \
+       '{public}/v1/streams/messages/records?fields=body'   # 403
+
 AIP 0.1: the publisher declaration, then an ok, a denied (out of scope) and an error call:
   curl -s '{public}/.well-known/aip.json'   # 200
   curl -s -X POST '{public}/pag/retrieve' -H 'content-type: application/json' \

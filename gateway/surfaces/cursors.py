@@ -47,13 +47,21 @@ class CursorSigner:
         self._key = key
         self._ttl = ttl
 
-    def issue(self, query: Any, offset: int) -> str:
+    def issue(self, query: Any, offset: Any) -> str:
+        """A cursor continuing `query` from `offset` (an int, or any JSON position)."""
         payload = {"o": offset, "q": query_digest(query), "e": int(time.time()) + self._ttl}
         body = _b64(orjson.dumps(payload))
         return f"{body}.{self._sign(body)}"
 
     def offset(self, cursor: str, query: Any) -> int:
         """The offset a cursor continues from; `InvalidCursor` unless it is ours and fits."""
+        try:
+            return int(self.position(cursor, query))
+        except (TypeError, ValueError):
+            raise InvalidCursor("The cursor is not valid.") from None
+
+    def position(self, cursor: str, query: Any) -> Any:
+        """The position a cursor continues from, as issued; `InvalidCursor` unless it fits."""
         body, _, signature = cursor.partition(".")
         if not body or not hmac.compare_digest(signature.encode(), self._sign(body).encode()):
             raise InvalidCursor("The cursor is not valid.")
@@ -65,7 +73,7 @@ class CursorSigner:
             raise InvalidCursor("The cursor belongs to another query.")
         if payload.get("e", 0) < time.time():
             raise InvalidCursor("The cursor has expired.")
-        return int(payload["o"])
+        return payload.get("o")
 
     def _sign(self, body: str) -> str:
         return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())

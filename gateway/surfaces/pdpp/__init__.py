@@ -1,0 +1,86 @@
+"""PDPP resource server (spec-core §8, lexical and semantic retrieval) over the legacy API:
+streams and records mapped by config, grants enforced in one place, search."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from gateway.capability import Capability
+from gateway.mapping import MappingError
+from gateway.settings import Settings
+from gateway.surface import Mount, MountContext, Problem, Surface
+from gateway.surfaces.pdpp.config import Pdpp
+
+
+class PdppPlugin(Surface):
+    name = "pdpp"
+    config_key = "pdpp"
+    config_model = Pdpp
+    config_description = "PDPP resource server: streams, records, lexical and semantic search."
+
+    def resource_metadata(self, settings: Settings) -> dict[str, Any]:
+        pdpp = self._enabled(settings)
+        if pdpp is None:
+            return {}
+        from gateway.surfaces.pdpp.metadata import resource_members
+
+        return resource_members(pdpp)
+
+    def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
+        pdpp = self.section(settings)
+        if pdpp is None:
+            return []
+        from gateway.surfaces.pdpp.streams import compile_streams
+
+        try:
+            compile_streams(pdpp, set(settings.upstreams))
+        except MappingError as exc:
+            return [(exc.path, str(exc).removeprefix(f"{exc.path}: "))]
+        return []
+
+    def warnings(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
+        pdpp = self._enabled(settings)
+        if pdpp is None:
+            return []
+        from gateway.surfaces.pdpp.streams import searchable
+
+        found = []
+        if pdpp.cursor_secret is None:
+            found.append(("pdpp.cursor_secret", "unset: cursors are signed with a key derived "
+                          "from this section; set a secret when replicas share traffic"))
+        for name, stream in pdpp.streams.items():
+            for kind in ("lexical_fields", "semantic_fields"):
+                declared = getattr(stream.search, kind)
+                for field in sorted(set(declared) - set(searchable(stream, declared))):
+                    found.append((f"pdpp.streams.{name}.search.{kind}", f"{field!r} is not a "
+                                  "top-level string field of the stream; it is not declared"))
+        return found
+
+    def mount(self, context: MountContext) -> Mount | None:
+        pdpp = self._enabled(context.settings)
+        if pdpp is None:
+            return None
+        from gateway.surfaces.pdpp.handlers import PdppService
+        from gateway.surfaces.pdpp.render import error_response
+        from gateway.surfaces.pdpp.streams import compile_streams
+
+        streams = compile_streams(pdpp, set(context.settings.upstreams))
+        service = PdppService(pdpp, streams, cursor_key(pdpp))
+        return Mount(self.name, service.routes(), render_error=error_response,
+                     prefixes=(f"{pdpp.base_path}/v1/streams", f"{pdpp.base_path}/v1/search"))
+
+    def _enabled(self, settings: Settings) -> Pdpp | None:
+        pdpp = self.section(settings)
+        return pdpp if pdpp is not None and pdpp.enabled else None
+
+
+def cursor_key(pdpp: Pdpp) -> bytes:
+    """The configured secret; else one derived from the section, the same on every replica
+    that runs this config (never a per-process key: cursors must survive restarts)."""
+    if pdpp.cursor_secret is not None:
+        return pdpp.cursor_secret.get_secret_value().encode()
+    return hashlib.sha256(b"aigw-pdpp-cursor\0" + pdpp.model_dump_json().encode()).digest()
+
+
+SURFACE = PdppPlugin()

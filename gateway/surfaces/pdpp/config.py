@@ -1,0 +1,103 @@
+"""Config models of the `pdpp` section: streams mapped onto the legacy API, and search."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from gateway.operations import UpstreamOperation
+
+StreamName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
+FieldName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")]
+RangeOp = Literal["gte", "gt", "lte", "lt"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FieldSpec(Strict):
+    """One top-level field of a stream's records: where it is in an upstream item."""
+
+    path: str = Field(description="JMESPath into one upstream item.")
+    type: Literal["string", "integer", "number", "boolean", "array", "object"] = "string"
+    format: Literal["date-time"] | None = None
+    required: bool = Field(False, description="Schema-required: always included in a record.")
+
+
+class UpstreamSearch(Strict):
+    """Search delegated to the legacy API. `{query}` is the text; `{fields}` the list of
+    fields the caller may match (repeated query parameters, or a JSON list in a body) and
+    `{fields_csv}` the same list comma-separated. The mapping's `id` is the record key."""
+
+    operation: UpstreamOperation
+
+
+class StreamSearch(Strict):
+    lexical_fields: list[FieldName] = Field(
+        [], description="Declared lexically searchable fields (top-level strings only).")
+    semantic_fields: list[FieldName] = Field(
+        [], description="Declared semantically searchable fields (top-level strings only).")
+    lexical: Literal["index"] | UpstreamSearch = Field(
+        "index", description="`index`: the gateway indexes the mapped records itself (BM25); "
+        "or an upstream search operation that is sent only the fields the caller may match.")
+
+
+class Stream(Strict):
+    connector_id: str = Field(min_length=1, description="The connector this stream comes from.")
+    description: str | None = None
+    fields: dict[FieldName, FieldSpec] = Field(min_length=1)
+    primary_key: FieldName
+    cursor_field: FieldName
+    consent_time_field: FieldName | None = None
+    emitted_at: FieldName | None = Field(
+        None, description="Field whose value is a record's emitted_at (default: cursor_field).")
+    range_filters: dict[FieldName, list[RangeOp]] = {}
+    records: UpstreamOperation = Field(
+        description="Reads a page of records. Placeholders: {subject} (the token's subject), "
+        "{limit}, {offset}, {page} (1-based) and {after} (the key of the previous page's last "
+        "item). The mapping's `fields` are ignored: `fields` above say where each field is.")
+    record: UpstreamOperation | None = Field(
+        None, description="Reads one record by {id} (and {subject}); default: from the list.")
+    page_size: Annotated[int, Field(ge=1, le=1000)] = 100
+    max_records: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        10_000, description="The most records read per stream and subject; past it searches "
+        "say their recall is a candidate window.")
+    search: StreamSearch = StreamSearch()
+
+
+class LexicalSettings(Strict):
+    default_limit: Annotated[int, Field(ge=1, le=100)] = 10
+    max_limit: Annotated[int, Field(ge=1, le=100)] = 50
+    snippets: bool = True
+
+
+class SemanticSettings(Strict):
+    enabled: bool = True
+    model: Literal["demo-hash-256"] = Field(
+        "demo-hash-256", description="The embedder (the built-in feature-hashing model).")
+    default_limit: Annotated[int, Field(ge=1, le=100)] = 10
+    max_limit: Annotated[int, Field(ge=1, le=100)] = 50
+    snippets: bool = True
+    min_similarity: Annotated[float, Field(ge=-1, le=1)] = Field(
+        0.05, description="Records less similar than this to the query are not hits.")
+
+
+class Pdpp(Strict):
+    enabled: bool = True
+    base_path: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9._~-]+)*$")] = Field(
+        "", description="Prefix of /v1/streams and /v1/search.")
+    versions: list[Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")]] = Field(
+        ["2026-04-06"], min_length=1,
+        description="Accepted PDPP-Version values; the first is used when none is sent.")
+    cursor_secret: SecretStr | None = Field(
+        None, description="HMAC key of cursors; set it when replicas share traffic (without "
+        "it the key is derived from this section, and `aigw validate` warns).")
+    cursor_ttl: Annotated[int, Field(ge=60, le=86400)] = 3600
+    refresh_seconds: Annotated[float, Field(ge=1, le=86400)] = Field(
+        60, description="How long the records read from the upstream (and the search indexes "
+        "built from them) are served before they are read again.")
+    lexical: LexicalSettings = LexicalSettings()
+    semantic: SemanticSettings | None = None
+    streams: dict[StreamName, Stream] = Field(min_length=1)

@@ -1,0 +1,327 @@
+"""The PDPP resource-server endpoints: streams, records and search, each admitted by the
+shared pipeline (authentication, rate limits) and answered in PDPP's dialect."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.context import RequestContext
+from gateway.errors import GatewayError
+from gateway.model import Principal, TokenKind
+from gateway.pipeline import call_upstream_json, map_hits
+from gateway.surfaces.cursors import CursorSigner, InvalidCursor
+from gateway.surfaces.pdpp import filters, render, request, search
+from gateway.surfaces.pdpp.config import Pdpp
+from gateway.surfaces.pdpp.metadata import lexical_served, semantic_served
+from gateway.surfaces.pdpp.projection import (
+    Access,
+    caller_access,
+    is_owner,
+    narrowed,
+    stream_access,
+)
+from gateway.surfaces.pdpp.records import page_after, sort_records
+from gateway.surfaces.pdpp.store import Entry, Store
+from gateway.surfaces.pdpp.streams import CompiledStream, read_all, read_one
+
+Handler = Callable[..., Awaitable[Response]]
+
+
+def _pdpp(handler: Handler) -> Callable[[Any, Request], Awaitable[Response]]:
+    """Version negotiation, admission, and every failure in PDPP's error envelope."""
+
+    @functools.wraps(handler)
+    async def endpoint(self: PdppService, http: Request) -> Response:
+        ctx, generation = http.scope["aigw"]
+        ctx.surface = "pdpp"
+        version = self.pdpp.versions[0]
+        try:
+            version = self.version(http)
+            await generation.pipeline.admit(ctx, http.scope)
+            if ctx.principal.kind not in (TokenKind.OWNER, TokenKind.CLIENT):
+                raise GatewayError(401, "missing_credentials", "A bearer token is required.",
+                                   headers=(("www-authenticate", 'Bearer realm="aigw"'),))
+            return await handler(self, http, ctx, generation, version)
+        except GatewayError as error:
+            ctx.error_code = error.code
+            return render.error_response(error, ctx.request_id, version)
+
+    return endpoint
+
+
+class PdppService:
+    """One config generation's PDPP resource server."""
+
+    def __init__(self, pdpp: Pdpp, streams: dict[str, CompiledStream], secret: bytes) -> None:
+        self.pdpp = pdpp
+        self.streams = streams
+        self.cursors = CursorSigner(secret, pdpp.cursor_ttl)
+        self.store = Store(pdpp.refresh_seconds)
+
+    def routes(self) -> list[Route]:
+        base = self.pdpp.base_path
+        found = [
+            Route(f"{base}/v1/streams", self.list_streams, methods=["GET"], name="pdpp.streams"),
+            Route(f"{base}/v1/streams/{{stream}}", self.stream_metadata, methods=["GET"],
+                  name="pdpp.stream"),
+            Route(f"{base}/v1/streams/{{stream}}/records", self.list_records, methods=["GET"],
+                  name="pdpp.records"),
+            Route(f"{base}/v1/streams/{{stream}}/records/{{key:path}}", self.get_record,
+                  methods=["GET"], name="pdpp.record"),
+        ]
+        if lexical_served(self.pdpp):
+            found.append(Route(f"{base}/v1/search", self.lexical_search, methods=["GET"],
+                               name="pdpp.search"))
+        if semantic_served(self.pdpp):
+            found.append(Route(f"{base}/v1/search/semantic", self.semantic_search,
+                               methods=["GET"], name="pdpp.semantic"))
+        return found
+
+    def version(self, http: Request) -> str:
+        sent = http.headers.get(render.VERSION_HEADER)
+        if sent is None:
+            return self.pdpp.versions[0]
+        if sent.strip() not in self.pdpp.versions:
+            raise GatewayError(400, "unsupported_version", "Unsupported PDPP-Version.")
+        return sent.strip()
+
+    @_pdpp
+    async def list_streams(self, http: Request, ctx: RequestContext, generation: Any,
+                           version: str) -> Response:
+        request.parse(http.query_params.multi_items(), frozenset(), owner=_owner(ctx))
+        data = [{"object": "stream", "name": name}
+                for name in caller_access(ctx.principal, self.streams)]
+        return render.json_response({"object": "list", "data": data}, ctx.request_id, version)
+
+    @_pdpp
+    async def stream_metadata(self, http: Request, ctx: RequestContext, generation: Any,
+                              version: str) -> Response:
+        request.parse(http.query_params.multi_items(), frozenset(), owner=_owner(ctx))
+        access = stream_access(ctx.principal, self.streams, http.path_params["stream"])
+        return render.json_response(self._metadata(access.stream), ctx.request_id, version)
+
+    @_pdpp
+    async def list_records(self, http: Request, ctx: RequestContext, generation: Any,
+                           version: str) -> Response:
+        owner = _owner(ctx)
+        params = request.parse(http.query_params.multi_items(),
+                               frozenset({"limit", "cursor", "order", "fields"}),
+                               owner=owner, filters=owner, records=True)
+        access = stream_access(ctx.principal, self.streams, http.path_params["stream"])
+        limit = request.limit(params, request.RECORDS_DEFAULT_LIMIT, request.RECORDS_MAX_LIMIT)
+        order = request.order(params)
+        wanted = narrowed(access, params.get("fields"))
+        filters.check(params.filters, access)
+        binding = {"e": "records", "s": access.stream.name, "o": order,
+                   "f": _filters(params.filters), "g": grant_digest(ctx.principal)}
+        position = self._position(params.get("cursor"), binding)
+        entry = await self._entry(access.stream, ctx, generation)
+        rows = sort_records([r for r in entry.snapshot.records if access.admits(r)
+                             and filters.matches(r, params.filters, access)],
+                            access.stream.settings.cursor_field, order)
+        rows = page_after(rows, position, access.stream.settings.cursor_field, order)
+        shown, more = rows[:limit], len(rows) > limit
+        cursor = None
+        if more:
+            last = shown[-1]
+            cursor = self.cursors.issue(binding, [last.data.get(
+                access.stream.settings.cursor_field), last.key])
+        captured = entry.snapshot.captured_at
+        document = render.page(
+            f"{self.pdpp.base_path}/v1/streams/{access.stream.name}/records",
+            [render.record(access, r, wanted, captured) for r in shown], cursor,
+            request.meta(params))
+        document["freshness"] = {"status": "current", "captured_at": captured}
+        return render.json_response(document, ctx.request_id, version)
+
+    @_pdpp
+    async def get_record(self, http: Request, ctx: RequestContext, generation: Any,
+                         version: str) -> Response:
+        params = request.parse(http.query_params.multi_items(), frozenset({"fields"}),
+                               owner=_owner(ctx), records=True)
+        access = stream_access(ctx.principal, self.streams, http.path_params["stream"])
+        wanted = narrowed(access, params.get("fields"))
+        key = http.path_params["key"]
+        stream = access.stream
+        if stream.record_op is not None:
+            target = generation.targets[stream.record_op.settings.upstream]
+            found = await read_one(stream, _subject(ctx), key, target, self._fetch(ctx, generation))
+            emitted = ""
+        else:
+            entry = await self._entry(stream, ctx, generation)
+            found, emitted = entry.by_key.get(key), entry.snapshot.captured_at
+        if found is None or not access.admits(found):
+            raise GatewayError(404, "not_found", "No such record.")
+        body = render.record(access, found, wanted, emitted or _now())
+        return render.json_response(body, ctx.request_id, version)
+
+    @_pdpp
+    async def lexical_search(self, http: Request, ctx: RequestContext, generation: Any,
+                             version: str) -> Response:
+        return await self._search(http, ctx, generation, version, semantic=False)
+
+    @_pdpp
+    async def semantic_search(self, http: Request, ctx: RequestContext, generation: Any,
+                              version: str) -> Response:
+        return await self._search(http, ctx, generation, version, semantic=True)
+
+    async def _search(self, http: Request, ctx: RequestContext, generation: Any, version: str,
+                      *, semantic: bool) -> Response:
+        params = request.parse(http.query_params.multi_items(),
+                               frozenset({"q", "limit", "cursor"}), owner=_owner(ctx),
+                               filters=True, streams=True)
+        q = (params.get("q") or "").strip()
+        if not q:
+            raise request.invalid("q is required.", "q")
+        settings = self.pdpp.semantic if semantic and self.pdpp.semantic else self.pdpp.lexical
+        limit = request.limit(params, settings.default_limit, settings.max_limit)
+        if params.filters and len(params.streams) != 1:
+            raise request.invalid("filter[...] needs exactly one streams[] value.",
+                                  params.filters[0].param)
+        accesses = self._search_scope(ctx.principal, params.streams)
+        if params.filters:
+            filters.check(params.filters, accesses[0])
+        binding = {"e": "semantic" if semantic else "lexical", "q": q,
+                   "s": sorted(a.stream.name for a in accesses) if params.streams else None,
+                   "f": _filters(params.filters), "g": grant_digest(ctx.principal)}
+        offset = self._offset(params.get("cursor"), binding)
+
+        async def entry_for(stream: CompiledStream) -> Entry:
+            return await self._entry(stream, ctx, generation)
+
+        if semantic and self.pdpp.semantic is not None:
+            ranked = await search.semantic(q, accesses, params.filters, entry_for,
+                                           self.pdpp.semantic.min_similarity, settings.snippets)
+        else:
+            ranked = await search.lexical(q, accesses, params.filters, entry_for,
+                                          self._upstream_ids(q, ctx, generation),
+                                          settings.snippets)
+        hits = ranked.hits[offset:offset + limit]
+        more = len(ranked.hits) > offset + limit
+        now = _now()
+        data = [render.search_result(h, self.pdpp.base_path, semantic, now) for h in hits]
+        meta = request.meta(params)
+        if not semantic:
+            meta.update(_recall(len(ranked.hits), ranked.truncated))
+        url = f"{self.pdpp.base_path}/v1/search" + ("/semantic" if semantic else "")
+        cursor = self.cursors.issue(binding, offset + limit) if more else None
+        return render.json_response(render.page(url, data, cursor, meta), ctx.request_id,
+                                    version)
+
+    def _search_scope(self, principal: Principal, names: list[str]) -> list[Access]:
+        if not names:
+            return list(caller_access(principal, self.streams).values())
+        return [stream_access(principal, self.streams, name, "streams[]")
+                for name in dict.fromkeys(names)]
+
+    def _upstream_ids(self, q: str, ctx: RequestContext, generation: Any) -> search.UpstreamIds:
+        async def ids(stream: CompiledStream, fields: tuple[str, ...]) -> list[str]:
+            operation = stream.lexical_op
+            assert operation is not None
+            values = {"query": q, "fields": list(fields), "fields_csv": ",".join(fields),
+                      "subject": _subject(ctx), "limit": stream.settings.max_records,
+                      "top_k": stream.settings.max_records, "fetch": stream.settings.max_records,
+                      "offset": 0, "id": "", "vector": [], "visibility": ""}
+            call = operation.call(generation.targets[operation.settings.upstream], values)
+            identity = generation.pipeline.identity.headers(ctx.principal)
+            return [hit.id for hit in map_hits(call, await call_upstream_json(call, ctx, identity),
+                                               ctx)]
+        return ids
+
+    def _metadata(self, stream: CompiledStream) -> dict[str, Any]:
+        settings = stream.settings
+        query: dict[str, Any] = {}
+        if settings.range_filters:
+            query["range_filters"] = {f: list(ops) for f, ops in settings.range_filters.items()}
+        declared: dict[str, Any] = {}
+        if stream.lexical_fields and lexical_served(self.pdpp):
+            declared["lexical_fields"] = list(stream.lexical_fields)
+        if stream.semantic_fields and semantic_served(self.pdpp):
+            declared["semantic_fields"] = list(stream.semantic_fields)
+        if declared:
+            query["search"] = declared
+        document: dict[str, Any] = {
+            "object": "stream_metadata", "name": stream.name, "schema": stream.schema(),
+            "primary_key": [settings.primary_key], "cursor_field": settings.cursor_field,
+            "consent_time_field": settings.consent_time_field,
+        }
+        if query:
+            document["query"] = query
+        return document
+
+    async def _entry(self, stream: CompiledStream, ctx: RequestContext, generation: Any) -> Entry:
+        subject = _subject(ctx)
+        target = generation.targets[stream.list_op.settings.upstream]
+        fetch = self._fetch(ctx, generation)
+        return await self.store.entry(stream, subject,
+                                      lambda: read_all(stream, subject, target, fetch))
+
+    def _fetch(self, ctx: RequestContext, generation: Any) -> Any:
+        identity = generation.pipeline.identity.headers(ctx.principal)
+        return lambda call: call_upstream_json(call, ctx, identity)
+
+    def _position(self, cursor: str | None, binding: dict[str, Any]) -> list[Any] | None:
+        if cursor is None:
+            return None
+        position = self._checked(cursor, binding)
+        if not (isinstance(position, list) and len(position) == 2
+                and isinstance(position[1], str)):
+            raise request.invalid("The cursor is not valid.", "cursor", "invalid_cursor")
+        return position
+
+    def _offset(self, cursor: str | None, binding: dict[str, Any]) -> int:
+        if cursor is None:
+            return 0
+        offset = self._checked(cursor, binding)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise request.invalid("The cursor is not valid.", "cursor", "invalid_cursor")
+        return offset
+
+    def _checked(self, cursor: str, binding: dict[str, Any]) -> Any:
+        try:
+            return self.cursors.position(cursor, binding)
+        except InvalidCursor as exc:
+            raise request.invalid(str(exc), "cursor", "invalid_cursor") from None
+
+
+def grant_digest(principal: Principal) -> str:
+    """Who is asking and under which grant: a cursor only continues for the same."""
+    grant = principal.grant
+    streams = sorted((name, sorted(g.fields) if g.fields is not None else "*", g.time_field,
+                      g.since, g.until) for name, g in (grant.streams.items() if grant else ()))
+    identity = [principal.kind, principal.subject, principal.client_id,
+                grant.grant_id if grant else None, streams]
+    return hashlib.sha256(orjson.dumps(identity)).hexdigest()[:32]
+
+
+def _recall(count: int, truncated: bool) -> dict[str, Any]:
+    return {"count": count, "count_accuracy": "lower_bound" if truncated else "exact",
+            "recall": {"complete": not truncated,
+                       "ranking_scope": "candidate_window" if truncated else "all_matches",
+                       "truncated": truncated}}
+
+
+def _filters(found: list[filters.Filter]) -> list[list[Any]]:
+    return sorted([f.field, f.op, f.value] for f in found)
+
+
+def _owner(ctx: RequestContext) -> bool:
+    return is_owner(ctx.principal)
+
+
+def _subject(ctx: RequestContext) -> str:
+    return ctx.principal.subject or ""
+
+
+def _now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,86 @@
+"""Query parameters of each PDPP endpoint: what is allowed, for whom, and what is refused
+(unknown and owner-only parameters are refused by name, never dropped)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.errors import GatewayError
+from gateway.surfaces.pdpp.filters import Filter, parse_filter
+
+RECORDS_MAX_LIMIT = 100
+RECORDS_DEFAULT_LIMIT = 25
+
+
+@dataclass(slots=True)
+class Params:
+    values: dict[str, str] = field(default_factory=dict)
+    streams: list[str] = field(default_factory=list)
+    filters: list[Filter] = field(default_factory=list)
+    warnings: list[dict[str, str]] = field(default_factory=list)
+
+    def get(self, name: str) -> str | None:
+        return self.values.get(name)
+
+
+def invalid(message: str, param: str | None = None, code: str = "invalid_request") -> GatewayError:
+    return GatewayError(400, code, message, {"param": param} if param else {})
+
+
+def parse(items: list[tuple[str, str]], allowed: frozenset[str], *, owner: bool,
+          filters: bool = False, streams: bool = False, records: bool = False) -> Params:
+    """The parameters of one request; `allowed` are the plain names this endpoint takes."""
+    params = Params()
+    for name, value in items:
+        if (f := parse_filter(name, value)) is not None and filters:
+            params.filters.append(f)
+        elif name in ("streams[]", "streams") and streams:
+            if not value:
+                raise invalid("streams[] names no stream.", name)
+            params.streams.append(value)
+        elif name in allowed:
+            if name in params.values:
+                raise invalid(f"{name} is given more than once.", name)
+            params.values[name] = value
+        else:
+            raise _refusal(name, owner, records)
+    return params
+
+
+def _refusal(name: str, owner: bool, records: bool) -> GatewayError:
+    base = name.split("[", 1)[0]
+    if not records:
+        return invalid(f"Unknown or unsupported parameter {name!r}.", name)
+    if base in ("expand", "expand_limit") and owner:
+        return invalid("This stream declares no expandable relation.", name, "invalid_expand")
+    if base in ("filter", "expand", "expand_limit", "view") and not owner:
+        return invalid(f"{base} is not available to client tokens.", name)
+    if base == "changes_since":
+        return invalid("changes_since is not supported by this resource server.", name)
+    return invalid(f"Unknown or unsupported parameter {name!r}.", name)
+
+
+def limit(params: Params, default: int, maximum: int) -> int:
+    """The page size; above the maximum it is clamped with a `limit_clamped` warning."""
+    raw = params.get("limit")
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise invalid("limit must be a positive integer.", "limit")
+    if int(raw) > maximum:
+        params.warnings.append({"code": "limit_clamped",
+                                "message": f"limit was clamped to {maximum}."})
+        return maximum
+    return int(raw)
+
+
+def order(params: Params) -> str:
+    value = params.get("order") or "desc"
+    if value not in ("asc", "desc"):
+        raise invalid("order must be asc or desc.", "order")
+    return value
+
+
+def meta(params: Params) -> dict[str, Any]:
+    return {"warnings": params.warnings} if params.warnings else {}

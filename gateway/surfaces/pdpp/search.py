@@ -1,0 +1,124 @@
+"""Lexical and semantic search over the (stream, field) pairs a caller may match.
+
+The matchable fields of each stream (declared AND granted) are decided before anything is
+read or asked: a stream with none is skipped, an upstream search is sent only those, and
+the gateway's own indexes score only those. Snippets are checked by `Access.snippet`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.demo.embedding import embed, tokenize
+from gateway.surfaces.pdpp.filters import Filter, matches
+from gateway.surfaces.pdpp.index import lexical_snippet, semantic_snippet
+from gateway.surfaces.pdpp.projection import Access
+from gateway.surfaces.pdpp.store import Entry
+from gateway.surfaces.pdpp.streams import CompiledStream, Record
+
+EntryFor = Callable[[CompiledStream], Awaitable[Entry]]
+UpstreamIds = Callable[[CompiledStream, tuple[str, ...]], Awaitable[list[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    access: Access
+    record: Record
+    score: float
+    matched: tuple[str, ...]
+    snippet: dict[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    hits: list[Found]
+    truncated: bool  # some stream's records were cut at max_records
+
+
+async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_for: EntryFor,
+                  upstream_ids: UpstreamIds, snippets: bool) -> Ranked:
+    terms = tokenize(q)
+    found: list[Found] = []
+    truncated = False
+    for access in accesses:
+        fields = access.matchable("lexical")
+        if not fields or not terms:
+            continue  # nothing this caller may match here: the stream is not searched
+        entry = await entry_for(access.stream)
+        truncated |= entry.snapshot.truncated
+        if access.stream.lexical_op is not None:
+            keys = await upstream_ids(access.stream, fields)
+            scored = _upstream_scores(entry, keys, fields, set(terms))
+        else:
+            scored = _index_scores(entry, fields, terms)
+        for position, per_field in scored:
+            record = entry.snapshot.records[position]
+            if not (access.admits(record) and matches(record, filters, access)):
+                continue
+            matched = tuple(f for f in fields if per_field.get(f, 0) > 0)
+            if not matched:
+                continue
+            best = max(matched, key=lambda f: per_field[f])
+            text = lexical_snippet(record.data.get(best) or "", set(terms)) if snippets else None
+            snippet = access.snippet(record, best, text or "", "lexical")
+            found.append(Found(access, record, sum(per_field.values()), matched, snippet))
+    return Ranked(_rank(found), truncated)
+
+
+async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_for: EntryFor,
+                   threshold: float, snippets: bool) -> Ranked:
+    query = embed(q)
+    found: list[Found] = []
+    truncated = False
+    for access in accesses:
+        fields = access.matchable("semantic")
+        if not fields or not any(query):
+            continue
+        entry = await entry_for(access.stream)
+        truncated |= entry.snapshot.truncated
+        similarities = {f: entry.index(f).semantic(query) for f in fields}
+        for position, record in enumerate(entry.snapshot.records):
+            if not (access.admits(record) and matches(record, filters, access)):
+                continue
+            best = max(fields, key=lambda f: similarities[f][position])
+            score = similarities[best][position]
+            if score < threshold:
+                continue
+            text = semantic_snippet(record.data.get(best) or "", query) if snippets else None
+            snippet = access.snippet(record, best, text or "", "semantic")
+            found.append(Found(access, record, score, (best,), snippet))
+    return Ranked(_rank(found), truncated)
+
+
+def _index_scores(entry: Entry, fields: tuple[str, ...],
+                  terms: list[str]) -> list[tuple[int, dict[str, float]]]:
+    per_field = {f: entry.index(f).lexical(terms) for f in fields}
+    count = len(entry.snapshot.records)
+    return [(i, {f: per_field[f][i] for f in fields}) for i in range(count)
+            if any(per_field[f][i] > 0 for f in fields)]
+
+
+def _upstream_scores(entry: Entry, keys: list[str], fields: tuple[str, ...],
+                     terms: set[str]) -> list[tuple[int, dict[str, float]]]:
+    """Upstream hits in its order; a field counts as matched only if it holds a query term
+    (a hit the gateway cannot attribute to a matchable field is not shown)."""
+    positions = {r.key: i for i, r in enumerate(entry.snapshot.records)}
+    scored = []
+    for rank, key in enumerate(dict.fromkeys(keys)):
+        if key not in positions:
+            continue
+        record = entry.snapshot.records[positions[key]]
+        gain = float(len(keys) - rank)
+        scored.append((positions[key], {f: gain for f in fields
+                                        if terms & set(tokenize(_text(record, f)))}))
+    return scored
+
+
+def _text(record: Record, field: str) -> str:
+    value: Any = record.data.get(field)
+    return value if isinstance(value, str) else ""
+
+
+def _rank(found: list[Found]) -> list[Found]:
+    return sorted(found, key=lambda f: (-f.score, f.access.stream.name, f.record.key))

@@ -1,0 +1,55 @@
+"""Records read from the legacy API, kept per stream and subject for `refresh_seconds`,
+with the search indexes built from them (one per field, built when first needed)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from gateway.surfaces.pdpp.index import FieldIndex
+from gateway.surfaces.pdpp.streams import CompiledStream, Record, Snapshot
+
+Loader = Callable[[], Awaitable[tuple[list[Record], bool]]]
+MAX_ENTRIES = 512
+
+
+class Entry:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.taken = time.monotonic()
+        self.by_key = {record.key: record for record in snapshot.records}
+        self._indexes: dict[str, FieldIndex] = {}
+
+    def index(self, field: str) -> FieldIndex:
+        """The index of one field; only fields a search may match are ever asked for."""
+        if field not in self._indexes:
+            self._indexes[field] = FieldIndex([r.data.get(field) for r in self.snapshot.records])
+        return self._indexes[field]
+
+
+class Store:
+    def __init__(self, refresh_seconds: float) -> None:
+        self.refresh_seconds = refresh_seconds
+        self._entries: OrderedDict[tuple[str, str], Entry] = OrderedDict()
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    async def entry(self, stream: CompiledStream, subject: str, load: Loader) -> Entry:
+        """The current records of a stream for a subject, read again once too old."""
+        key = (stream.name, subject)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            found = self._entries.get(key)
+            if found is not None and time.monotonic() - found.taken < self.refresh_seconds:
+                self._entries.move_to_end(key)
+                return found
+            records, truncated = await load()
+            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            found = Entry(Snapshot(records, now, truncated))
+            self._entries[key] = found
+            while len(self._entries) > MAX_ENTRIES:
+                old, _ = self._entries.popitem(last=False)
+                self._locks.pop(old, None)
+            return found
