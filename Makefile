@@ -6,10 +6,10 @@ INSTALLED := $(VENV)/.installed
 
 .PHONY: install test lint demo bench bench-routes bench-deps redis schema fuzz clean
 
-$(INSTALLED): pyproject.toml
-	$(PYTHON) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv $(VENV); }
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+# docker/install.sh is also the image's install step (Dockerfile), so the tests run what ships.
+$(INSTALLED): pyproject.toml docker/install.sh
+	PYTHON=$(PYTHON) sh docker/install.sh $(VENV) -e '.[dev]' || { apt-get update && \
+	  apt-get install -y python3-venv && PYTHON=$(PYTHON) sh docker/install.sh $(VENV) -e '.[dev]'; }
 	touch $@
 
 install: $(INSTALLED)

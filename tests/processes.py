@@ -39,12 +39,13 @@ def wait_for_http(url: str, timeout: float = 15.0, process: subprocess.Popen | N
 class Process:
     """A child process with its output in files, stopped with SIGTERM (then SIGKILL)."""
 
-    def __init__(self, args: list[str], logs: Path, name: str) -> None:
+    def __init__(self, args: list[str], logs: Path, name: str,
+                 env: dict[str, str] | None = None) -> None:
         self.stdout_path = logs / f"{name}.out"
         self.stderr_path = logs / f"{name}.err"
         self._stdout: IO[bytes] = self.stdout_path.open("wb")
         self._stderr: IO[bytes] = self.stderr_path.open("wb")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.popen = subprocess.Popen(args, stdout=self._stdout, stderr=self._stderr, cwd=ROOT,
                                       env=env)
 

@@ -9,6 +9,7 @@ import limits
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gateway.auth.config import Method, PathPrefix, TokenKindName
+from gateway.redis_url import check
 
 _SCHEMES = ("memory", "redis", "rediss", "redis+unix", "redis+cluster", "redis+sentinel")
 
@@ -22,20 +23,11 @@ def _rate(value: str) -> str:
 
 
 def _storage(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in _SCHEMES:
+    if urlsplit(value).scheme == "memory":
+        return value
+    if urlsplit(value).scheme not in _SCHEMES:
         raise ValueError(f"expected a storage URL with a scheme among {', '.join(_SCHEMES)}")
-    try:
-        ports = [urlsplit(f"//{hostport}").port for hostport in parts.netloc.split(",")]
-    except ValueError:
-        ports = None
-    if ports is None or (parts.scheme != "memory" and not parts.netloc
-                         and parts.scheme != "redis+unix"):
-        raise ValueError("expected host:port (a valid port number) in the storage URL")
-    if parts.scheme == "redis+sentinel" and not parts.path.strip("/"):
-        raise ValueError("expected the sentinel service name as the URL path, "
-                         "e.g. redis+sentinel://host:26379/mymaster")
-    return value
+    return check(value)
 
 
 Rate = Annotated[str, AfterValidator(_rate)]
@@ -80,7 +72,9 @@ class Headers(Strict):
 
 class RateLimits(Strict):
     storage: Annotated[str, AfterValidator(_storage)] = Field(
-        "memory://", description="memory:// (one process) or a redis URL shared by replicas."
+        "memory://", description="memory:// (one process) or a Redis URL shared by replicas: "
+        "redis://, rediss://, redis+unix://, redis+cluster://host:port[,host:port] or "
+        "redis+sentinel://host:port[,host:port]/service.",
     )
     strategy: Literal["moving-window", "sliding-window-counter", "fixed-window"] = (
         "sliding-window-counter"

@@ -4,8 +4,8 @@
 two storage calls per limit (`hit`, then `get_window_stats` for the headers), which against
 Redis costs two round trips through redis-py (about 150 µs of CPU each on this machine kind;
 bench/README.md). `RedisSlidingWindow` does the same sliding-window-counter arithmetic in one
-Lua script, one round trip, for plain `redis://` and `rediss://` stores; cluster and sentinel
-URLs keep the `limits` path.
+Lua script, one round trip, for every Redis URL (`gateway.redis_url`: one server, a cluster, or
+through Sentinel); the keys it touches share one hash tag, so one cluster slot.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import Any, Protocol
 import limits
 from limits.aio import strategies
 from limits.errors import StorageError
+
+from gateway.redis_url import hash_tagged
 
 _STRATEGIES = {
     "moving-window": strategies.MovingWindowRateLimiter,
@@ -81,11 +83,9 @@ return {1, used + cost, window_ms - elapsed}
 
 class RedisSlidingWindow:
     def __init__(self, url: str, key_prefix: str, timeout: float) -> None:
-        import redis.asyncio
+        from gateway.redis_url import connect
 
-        self._client = redis.asyncio.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout
-        )
+        self._client = connect(url, timeout)
         self._script = self._client.register_script(_SLIDING_WINDOW)
         self._prefix = key_prefix
 
@@ -93,7 +93,7 @@ class RedisSlidingWindow:
         import redis.exceptions
 
         # The hash tag keeps both windows of one counter on one cluster slot.
-        key = "{" + self._prefix + ":" + item.key_for(*identity) + "}"
+        key = hash_tagged(self._prefix + ":" + item.key_for(*identity))
         try:
             allowed, used, reset_ms = await self._script(
                 keys=[key], args=[item.amount, item.get_expiry(), 1])
@@ -110,7 +110,7 @@ def create_counter(strategy: str, storage_url: str, key_prefix: str, timeout: fl
     from limits.storage import storage_from_string
 
     scheme = urlsplit(storage_url).scheme
-    if strategy == "sliding-window-counter" and scheme in ("redis", "rediss"):
+    if strategy == "sliding-window-counter" and scheme != "memory":
         return RedisSlidingWindow(storage_url, key_prefix, timeout)
     if scheme == "memory":
         return LimitsCounter(strategy, storage_from_string("async+memory://",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ipaddress import ip_network
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -21,9 +20,9 @@ def _network(value: str) -> str:
 
 
 def _redis_url(value: str) -> str:
-    if urlsplit(value).scheme not in ("redis", "rediss", "unix"):
-        raise ValueError("expected a redis://, rediss:// or unix:// URL")
-    return value
+    from gateway.redis_url import check
+
+    return check(value)
 
 
 class Strict(BaseModel):
@@ -92,7 +91,9 @@ class Egress(Strict):
 
 class Registry(Strict):
     redis_url: Annotated[str, AfterValidator(_redis_url)] | None = Field(
-        None, description="Registrations live here, shared by replicas; without it, in memory."
+        None, description="Registrations live here, shared by replicas; without it, in memory. "
+        "redis://, rediss://, unix://, redis+cluster://host:port[,host:port] or "
+        "redis+sentinel://host:port[,host:port]/service.",
     )
     key_prefix: Annotated[str, Field(min_length=1, max_length=100)] = "aigw:aidip:"
     timeout: Annotated[float, Field(gt=0, le=10)] = 1.0

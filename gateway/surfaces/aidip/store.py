@@ -63,13 +63,15 @@ class MemoryStore:
 
 
 class RedisStore:
-    """One hash, `{prefix}agents`, field = agent id, value = the record as JSON."""
+    """One hash, `{prefix}agents`, field = agent id, value = the record as JSON.
+
+    One key, so one cluster slot: every command here works unchanged on a Redis Cluster.
+    """
 
     def __init__(self, url: str, prefix: str, timeout: float) -> None:
-        from redis.asyncio import Redis
+        from gateway.redis_url import connect
 
-        self._redis = Redis.from_url(url, socket_timeout=timeout,
-                                     socket_connect_timeout=timeout)
+        self._redis = connect(url, timeout)
         self._key = f"{prefix}agents"
 
     async def get(self, agent_id: str) -> Record | None:

@@ -1,0 +1,109 @@
+{{- define "aigw.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "aigw.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "aigw.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "aigw.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "aigw.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "aigw.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: {{ .Values.mode }}
+{{- end -}}
+
+{{- define "aigw.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "aigw.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "aigw.secretName" -}}
+{{- default (include "aigw.fullname" .) .Values.existingSecret -}}
+{{- end -}}
+
+{{/* Where aigw sends requests: the existing Service (ingress) or the app in the pod (sidecar). */}}
+{{- define "aigw.upstreamUrl" -}}
+{{- if eq .Values.mode "sidecar" -}}
+{{- if not .Values.app.image.repository -}}
+{{- fail "mode: sidecar needs app.image.repository (the app container aigw sits in front of)" -}}
+{{- end -}}
+{{- printf "%s://127.0.0.1:%d" .Values.upstream.scheme (int .Values.app.port) -}}
+{{- else -}}
+{{- if not .Values.upstream.service.name -}}
+{{- fail "mode: ingress needs upstream.service.name (the existing Service aigw forwards to)" -}}
+{{- end -}}
+{{- $namespace := default .Release.Namespace .Values.upstream.service.namespace -}}
+{{- printf "%s://%s.%s.svc:%d" .Values.upstream.scheme .Values.upstream.service.name $namespace (int .Values.upstream.service.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The gateway config: `config` or `configFile`, with the keys the chart owns set. */}}
+{{- define "aigw.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- if .Values.configFile -}}
+{{- $config = fromYaml .Values.configFile -}}
+{{- if hasKey $config "Error" -}}
+{{- fail (printf "configFile is not a YAML mapping: %s" (get $config "Error")) -}}
+{{- end -}}
+{{- end -}}
+{{- $listen := mergeOverwrite (get $config "listen" | default dict) (dict "host" "0.0.0.0" "port" (int .Values.gateway.port)) -}}
+{{- $admin := mergeOverwrite (get $config "admin" | default dict) (dict "host" "0.0.0.0" "port" (int .Values.gateway.adminPort)) -}}
+{{- $shutdown := mergeOverwrite (get $config "shutdown" | default dict) (dict "grace" (int .Values.gateway.shutdownGrace)) -}}
+{{- $upstreams := get $config "upstreams" | default dict -}}
+{{- $upstream := mergeOverwrite (get $upstreams .Values.upstream.name | default dict) (dict "url" (include "aigw.upstreamUrl" .)) -}}
+{{- if .Values.upstream.healthPath -}}
+{{- $_ := set $upstream "health_path" .Values.upstream.healthPath -}}
+{{- end -}}
+{{- $_ := set $upstreams .Values.upstream.name $upstream -}}
+{{- $_ := set $config "listen" $listen -}}
+{{- $_ := set $config "admin" $admin -}}
+{{- $_ := set $config "shutdown" $shutdown -}}
+{{- $_ := set $config "upstreams" $upstreams -}}
+{{- if not (hasKey $config "default_upstream") -}}
+{{- $_ := set $config "default_upstream" .Values.upstream.name -}}
+{{- end -}}
+{{- if .Values.policies -}}
+{{- $_ := set $config "policies" "policies" -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
+
+{{/* More than one pod counting rate limits in memory: each would count alone. */}}
+{{- define "aigw.checkRateLimitStore" -}}
+{{- $config := include "aigw.config" . | fromYaml -}}
+{{- $limits := get $config "rate_limits" -}}
+{{- $replicas := int .Values.replicaCount -}}
+{{- if .Values.autoscaling.enabled -}}
+{{- $replicas = int .Values.autoscaling.maxReplicas -}}
+{{- end -}}
+{{- if and $limits (gt $replicas 1) (not .Values.allowMemoryRateLimitsWithReplicas) -}}
+{{- $storage := get $limits "storage" | default "memory://" -}}
+{{- if hasPrefix "memory:" $storage -}}
+{{- fail (printf "rate_limits.storage is %s with up to %d replicas: each pod would count alone, so clients would get the limit once per pod. Set rate_limits.storage to a Redis URL (e.g. ${REDIS_URL} from secrets), or allowMemoryRateLimitsWithReplicas: true to accept per-pod counts." $storage $replicas) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* terminationGracePeriodSeconds: the preStop sleep, then the drain, then 10 s to close. */}}
+{{- define "aigw.terminationGrace" -}}
+{{- add (int .Values.gateway.preStopSleep) (int .Values.gateway.shutdownGrace) 10 -}}
+{{- end -}}
