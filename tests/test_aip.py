@@ -73,6 +73,7 @@ def aip_config(backend: str, canned: str, workdir: Path, *, aip: dict | None = N
         "compliance": {"revocable": True, "notice_required": True,
                        "last_updated": "2026-01-15"},
         "event": {"path": "/pag/events", "required": False},
+        "events": {"file": str(workdir / "events.jsonl")},
         "sources": {
             "canned": {"domains": ["canned", "slow"], "search_texts": "excerpts",
                        "search": {"upstream": "canned", "path": "/search",

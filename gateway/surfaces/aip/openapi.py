@@ -1,0 +1,1 @@
+def aip_openapi(aip): return {}
