@@ -35,9 +35,11 @@ def request_target(scope: dict[str, Any]) -> str:
 
 class Gate:
     def __init__(self, signing: Signing | None, nonces: NonceStore | None) -> None:
-        enabled = signing is not None and signing.enabled and nonces is not None
-        self._signing = signing if enabled else None
-        self._verifier = Verifier(signing, nonces) if enabled and signing and nonces else None
+        self._signing: Signing | None = None
+        self._verifier: Verifier | None = None
+        if signing is not None and signing.enabled and nonces is not None:
+            self._signing = signing
+            self._verifier = Verifier(signing, nonces)
 
     @property
     def reads_body_first(self) -> bool:
