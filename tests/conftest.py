@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from processes import Gateway, start_backend, start_echo
+from processes import ROOT, Gateway, Process, free_port, start_backend, start_echo, wait_for_http
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +31,18 @@ def echo_b(logs_dir: Path) -> Iterator[str]:
 def backend(logs_dir: Path) -> Iterator[str]:
     """The demo help-centre backend, as its own process."""
     process, url = start_backend(logs_dir)
+    yield url
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def canned(logs_dir: Path) -> Iterator[str]:
+    """The canned AIP content API (tests/aip_upstream.py), full of ad-tech fields."""
+    port = free_port()
+    process = Process([sys.executable, str(ROOT / "tests" / "aip_upstream.py"), str(port)],
+                      logs_dir, f"aip-upstream-{port}")
+    url = f"http://127.0.0.1:{port}"
+    wait_for_http(url + "/ready", process=process.popen)
     yield url
     process.stop()
 

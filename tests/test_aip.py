@@ -7,7 +7,6 @@ retrieve-response.schema.json and aip.json against aip.schema.json.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +17,7 @@ import httpx
 import pytest
 import yaml
 from jsonschema import Draft202012Validator
-from processes import ROOT, Gateway, Process, free_port, start_backend, wait_for_http
+from processes import ROOT, Gateway, start_backend
 
 from gateway.surfaces.aip.tokens import TokenCounter
 
@@ -39,17 +38,6 @@ DECLARATION = validator("aip")
 
 
 # --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def canned(logs_dir: Path) -> Iterator[str]:
-    port = free_port()
-    process = Process([sys.executable, str(ROOT / "tests" / "aip_upstream.py"), str(port)],
-                      logs_dir, f"aip-upstream-{port}")
-    url = f"http://127.0.0.1:{port}"
-    wait_for_http(url + "/ready", process=process.popen)
-    yield url
-    process.stop()
 
 
 def aip_config(backend: str, canned: str, workdir: Path, *, aip: dict | None = None,
@@ -73,6 +61,7 @@ def aip_config(backend: str, canned: str, workdir: Path, *, aip: dict | None = N
         "compliance": {"revocable": True, "notice_required": True,
                        "last_updated": "2026-01-15"},
         "event": {"path": "/pag/events", "required": False},
+        "events": {"file": str(workdir / "events.jsonl")},
         "sources": {
             "canned": {"domains": ["canned", "slow"], "search_texts": "excerpts",
                        "search": {"upstream": "canned", "path": "/search",

@@ -57,5 +57,10 @@ def test_demo_curl_commands_work_as_printed_and_ctrl_c_stops_it(demo):
                             env=env)
     items = json.loads(search.stdout)["items"]
     assert items and any("refund" in item["title"].lower() for item in items)
+    [signed] = [command for command, _ in commands if " aip sign " in command]
+    dump = signed.replace("curl -s ", "curl -s -D - -o /dev/null ", 1)
+    headers = subprocess.run(["bash", "-c", dump], capture_output=True, text=True,
+                             env=env).stdout.lower()
+    assert "x-aip-signature: v1=" in headers  # verified, so the answer is signed
     process.send_signal(signal.SIGINT)
     assert process.wait(15) == 0

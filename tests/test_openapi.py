@@ -147,3 +147,43 @@ def test_real_responses_match_the_declared_schemas(gateway: Gateway, key: str | 
             case.validate_response(response, checks=CHECKS)
 
         check()
+
+
+def aip_section(workdir) -> dict:
+    (workdir / "aip.secret").write_text("an-aip-platform-secret-0123456789")
+    search = {"upstream": "helpcentre", "path": "/api/v1/articles/search",
+              "query": {"q": "{query}", "limit": "{limit}"},
+              "mapping": {"items": "items", "id": "id", "text": "snippet",
+                          "fields": {"title": "title", "url": "url"}}}
+    return {"publisher": {"id": "acme-help", "name": "Acme Help Centre",
+                          "domain": "help.example.com"},
+            "editorial_domains": ["support"], "sources": {"articles": {"search": search}},
+            "event": {"path": "/pag/events"},
+            "events": {"file": str(workdir / "events.jsonl")},
+            "signing": {"enabled": True, "required": False,
+                        "keys": {"plat_1": {"secret_file": str(workdir / "aip.secret")}}}}
+
+
+def test_aip_answers_match_the_declared_schemas(backend, gateway_factory, tmp_path):
+    config = full_config(backend, tmp_path)
+    config["aip"] = aip_section(tmp_path)
+    gateway = gateway_factory(config)
+    document = served(gateway)
+    validate(document)
+    assert {"/.well-known/aip.json", "/.well-known/aip/capabilities", "/pag/retrieve",
+            "/pag/events"} <= set(document["paths"])
+    retrieve = document["paths"]["/pag/retrieve"]["post"]
+    assert {p["name"] for p in retrieve["parameters"]} >= {"X-AIP-Signature", "X-AIP-Nonce"}
+    schema = schemathesis.openapi.from_url(gateway.url + OPENAPI)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    aip = [op for op in operations if "aip" in op.label or "/pag/" in op.label]
+    assert len(aip) == 4
+    for operation in aip:
+        @settings(max_examples=8, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(case=operation.as_strategy())
+        def check(case: schemathesis.Case) -> None:
+            response = case.call(base_url=gateway.url, timeout=10)
+            case.validate_response(response, checks=CHECKS)
+
+        check()

@@ -66,6 +66,13 @@ AIP 0.1: the publisher declaration, then an ok, a denied (out of scope) and an e
        -d '{aip_denied}'   # 403
   curl -s -X POST '{public}/pag/retrieve' -H 'content-type: application/json' \
        -d '{aip_error}'   # 400
+A signed retrieve (X-AIP-* headers from `aigw aip sign`; the response is signed too), then the
+access events it recorded:
+  curl -s -X POST '{public}/pag/retrieve' -H 'content-type: application/json' \\
+       --data-binary @{aip_body} \\
+       -H @<({aigw} aip sign --key-id demo-platform --secret-file {aip_secret} \\
+       --body {aip_body})   # 200
+  {aigw} aip events --config {config} --limit 3
 
 Ctrl-C stops everything.
 """
@@ -82,6 +89,13 @@ def _aip_request(domain: str, query: str) -> str:
 
 def run_demo(config_path: str, backend_port: int) -> int:
     os.environ.setdefault("AIGW_DEMO_BACKEND", f"http://127.0.0.1:{backend_port}")
+    state = Path(config_path).resolve().parent.parent / ".aigw"  # beside the issuer's key
+    os.environ.setdefault("AIGW_DEMO_EVENTS", str(state / "aip-events.jsonl"))
+    secret_file = Path(config_path).resolve().parent / "demo-aip-platform.secret"
+    os.environ.setdefault("AIGW_DEMO_AIP_SECRET_FILE", str(secret_file))
+    state.mkdir(exist_ok=True)
+    aip_body = state / "demo-aip-request.json"
+    aip_body.write_text(_aip_request("support.returns", "how do I return an item"))
     loaded = load_or_exit(config_path)
     settings = loaded.settings
     configure_logging(settings.logging.level)
@@ -100,6 +114,7 @@ def run_demo(config_path: str, backend_port: int) -> int:
         aip_ok=_aip_request("support.billing", "refund for a damaged item"),
         aip_denied=_aip_request("finance.markets", "best index funds"),
         aip_error=json.dumps({"aip_version": "0.1", "request_id": "demo-error"}),
+        aip_body=aip_body, aip_secret=os.environ["AIGW_DEMO_AIP_SECRET_FILE"],
     ), flush=True)
     run(loaded, companions=companions)
     return 0

@@ -14,7 +14,7 @@ class AipPlugin(Surface):
     name = "aip"
     config_key = "aip"
     config_model = Aip
-    config_description = "AIP 0.1: aip.json and the retrieve endpoint."
+    config_description = "AIP 0.1: aip.json, the retrieve and event endpoints, signing."
 
     def capabilities(self, settings: Settings) -> list[Capability]:
         aip = self.section(settings)
@@ -49,13 +49,24 @@ class AipPlugin(Surface):
         from gateway.surfaces.aip.handlers import routes
         from gateway.surfaces.aip.policy import AipPolicy
         from gateway.surfaces.aip.render import error_response
+        from gateway.surfaces.aip.wiring import Wiring
 
         settings = context.settings
         policy = AipPolicy(list(context.policies))
         documents = aip_documents(aip, settings.public_base_url or "", list(context.policies),
                                   context.modified)
-        return Mount(self.name, routes(aip, set(settings.upstreams), policy),
-                     documents=dict(documents), render_error=error_response)
+        wiring = Wiring.acquire(aip)  # sources compile: the load-time checks made sure
+        served = routes(aip, set(settings.upstreams), policy, wiring.gate, wiring.sink)
+        return Mount(self.name, served, documents=dict(documents), render_error=error_response,
+                     on_close=wiring.release)
+
+    def openapi(self, settings: Settings) -> dict[str, Any]:
+        aip = self.section(settings)
+        if aip is None or not aip.enabled:
+            return {}
+        from gateway.surfaces.aip.openapi import aip_openapi
+
+        return aip_openapi(aip)
 
 
 SURFACE = AipPlugin()

@@ -28,6 +28,11 @@ def aip_problems(settings: Settings, aip: Aip | None) -> list[tuple[str, str]]:
             if not in_scope(aip.editorial_domains, domain):
                 problems.append((f"aip.sources.{name}.domains[{index}]",
                                  "expected a domain inside aip.editorial_domains"))
+    if aip.event is not None and aip.events is None:
+        problems.append(("aip.events", "expected a sink (aip.events) for the events posted to "
+                                       "aip.event"))
+    if aip.event is not None and aip.event.path == aip.retrieve_path:
+        problems.append(("aip.event.path", "expected a path other than retrieve_path"))
     if aip.retrieval.chunk_tokens > aip.retrieval.max_tokens:
         problems.append(("aip.retrieval.chunk_tokens", "expected at most retrieval.max_tokens"))
     document = declaration(aip, settings.public_base_url or "https://invalid", AipPolicy([]))

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.operations import UpstreamOperation
+from gateway.surfaces.aip.signing_config import Events, Signing
 
 # The spec's dot-hierarchy: `finance` covers `finance.markets`.
 Domain = Annotated[str, Field(pattern=r"^[a-z0-9]+(\.[a-z0-9-]+)*$", max_length=200)]
@@ -67,8 +68,10 @@ class Compliance(Strict):
 
 
 class EventEndpoint(Strict):
+    """`POST` citation events here; they are kept in the `aip.events` sink."""
+
     path: Path
-    required: bool = False
+    required: bool = Field(False, description="Advertised: platforms must post events.")
 
 
 class Source(Strict):
@@ -98,5 +101,16 @@ class Aip(Strict):
     editorial_domains: list[Domain] = Field(min_length=1)
     retrieval: Retrieval = Retrieval()
     compliance: Compliance = Compliance()
-    event: EventEndpoint | None = Field(None, description="Advertised as endpoints.event.")
+    event: EventEndpoint | None = Field(
+        None, description="The citation-event endpoint, advertised as endpoints.event; needs "
+        "`events` (the sink).",
+    )
+    events: Events | None = Field(
+        None, description="Keep an access event per ok retrieve and the posted citation "
+        "events; without it no event is recorded.",
+    )
+    signing: Signing | None = Field(
+        None, description="X-AIP-* request signing (HMAC-SHA256 per key), on retrieve and "
+        "the event endpoint.",
+    )
     sources: dict[SourceName, Source] = Field(min_length=1)

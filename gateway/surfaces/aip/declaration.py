@@ -10,6 +10,7 @@ from gateway.endpoints import StaticDocument
 from gateway.policy.config import PolicyPack
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.policy import AipPolicy
+from gateway.surfaces.aip.signing_config import Signing
 
 DECLARATION_PATH = "/.well-known/aip.json"
 SCHEMA_URL = "https://schemas.agenticintentprotocol.com/aip/0.1/schema.json"
@@ -38,7 +39,7 @@ def declaration(aip: Aip, base_url: str, policy: AipPolicy,
     if aip.event is not None:
         endpoints["event"] = {"method": "POST", "url": base + aip.event.path,
                               "required": aip.event.required}
-    return {
+    document: dict[str, Any] = {
         "$schema": SCHEMA_URL,
         "aip_version": "0.1",
         "publisher": aip.publisher.model_dump(),
@@ -52,11 +53,23 @@ def declaration(aip: Aip, base_url: str, policy: AipPolicy,
                       "max_chunks": limits.max_chunks, "max_tokens": limits.max_tokens},
         "compliance": compliance,
     }
+    if aip.signing is not None and aip.signing.enabled:
+        document["extensions"] = {"aigw": {"signing": signing_extension(aip.signing)}}
+    return document
+
+
+def signing_extension(signing: Signing) -> dict[str, Any]:
+    """How requests are signed here (AIP's authentication-signing scheme); never a key id."""
+    return {"scheme": "hmac-sha256", "signature_version": "v1",
+            "headers": ["X-AIP-Version", "X-AIP-Key-Id", "X-AIP-Timestamp", "X-AIP-Nonce",
+                        "X-AIP-Signature"],
+            "versions": list(signing.versions), "required": signing.required,
+            "window_seconds": signing.window, "signed_responses": signing.sign_responses}
 
 
 def capabilities(document: dict[str, Any], encoding: str) -> dict[str, Any]:
     """Static capabilities and limits: the same for every caller, no content inventory."""
-    return {
+    served: dict[str, Any] = {
         "aip_version": "0.1",
         "publisher": {"id": document["publisher"]["id"],
                       "domain": document["publisher"]["domain"]},
@@ -66,6 +79,9 @@ def capabilities(document: dict[str, Any], encoding: str) -> dict[str, Any]:
                                          "fallback": "utf-8 bytes (never undercounts)"}},
         "endpoints": document["endpoints"],
     }
+    if "extensions" in document:
+        served["extensions"] = document["extensions"]
+    return served
 
 
 def aip_documents(aip: Aip, base_url: str, packs: list[PolicyPack],

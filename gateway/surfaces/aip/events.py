@@ -157,6 +157,7 @@ class JsonlSink:
         await self._queue.put(orjson.dumps(event) + b"\n")
 
     async def _drain(self) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(self._path)), exist_ok=True)
         fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             while True:

@@ -1,5 +1,6 @@
-"""`POST /pag/retrieve`: authenticate, validate, rate-limit by platform, decide, then read the
-sources and answer with chunks, a denial or an error, never both content and denial."""
+"""`POST /pag/retrieve`: authenticate (a signature, or the pipeline), validate, rate-limit by
+platform, decide, then read the sources and answer with chunks, a denial or an error, never both
+content and denial; an ok answer is recorded as an access event first."""
 
 from __future__ import annotations
 
@@ -7,25 +8,28 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway import errors
 from gateway.context import RequestContext
-from gateway.errors import GatewayError, request_too_large
+from gateway.errors import GatewayError
 from gateway.surfaces.aip import render
-from gateway.surfaces.aip.chunks import select, split
+from gateway.surfaces.aip.body import parse_json, read_raw
+from gateway.surfaces.aip.chunks import Chunk, select, split
 from gateway.surfaces.aip.config import Aip
+from gateway.surfaces.aip.events import EventSink, access_event
+from gateway.surfaces.aip.gate import Gate, SignatureRefused
+from gateway.surfaces.aip.intake import EventIntake, store_event
 from gateway.surfaces.aip.policy import AipPolicy, Denial, pick_source
 from gateway.surfaces.aip.request import (
-    MEDIA_TYPE,
     RetrieveRequest,
     invalid,
     parse_retrieve,
     readable_request_id,
 )
+from gateway.surfaces.aip.signing import VerifiedKey
 from gateway.surfaces.aip.sources import compile_sources, read_pieces
 from gateway.surfaces.aip.tokens import TokenCounter
 
@@ -33,18 +37,35 @@ from gateway.surfaces.aip.tokens import TokenCounter
 class Retriever:
     """What one config generation needs to answer retrieves; built once at load."""
 
-    def __init__(self, aip: Aip, upstreams: set[str], policy: AipPolicy) -> None:
+    def __init__(self, aip: Aip, upstreams: set[str], policy: AipPolicy, gate: Gate,
+                 sink: EventSink | None) -> None:
         self.aip = aip
         self.policy = policy
+        self.gate = gate
+        self.sink = sink
         self.sources = compile_sources(aip, upstreams)
         self.counter = TokenCounter(aip.retrieval.encoding)
 
     async def handle(self, request: Request) -> Response:
         ctx, generation = request.scope["aigw"]
-        request_id = ctx.request_id
+        verified = None
         try:
-            await generation.pipeline.authenticate(ctx, request.scope)
-            body, problem = await _body(request, generation.settings.proxy.max_body_bytes)
+            response, verified = await self._handle(request, ctx, generation)
+        except SignatureRefused as refused:
+            ctx.error_code = refused.failure.code
+            return render.signing_failure(ctx.request_id, refused.failure)
+        return self.gate.sign(verified, request.scope, response)
+
+    async def _handle(self, request: Request, ctx: RequestContext,
+                      generation: Any) -> tuple[Response, VerifiedKey | None]:
+        request_id, verified = ctx.request_id, None
+        limit = generation.settings.proxy.max_body_bytes
+        try:
+            raw = await read_raw(request, limit) if self.gate.reads_body_first else None
+            verified = await self.gate.admit(request, raw or b"", generation.pipeline, ctx)
+            if raw is None:
+                raw = await read_raw(request, limit)
+            body, problem = parse_json(raw, request.headers.get("content-type", ""))
             request_id = readable_request_id(body) or request_id
             ask = None
             if problem is None:  # only a body of the right media type is ever acted on
@@ -55,13 +76,13 @@ class Retriever:
             ctx.platform_id = ask.platform_id if ask else None
             refusal = await _rate_limit(generation, ctx)
             if refusal is not None:
-                return _denied(ctx, request_id, *refusal)
+                return _denied(ctx, request_id, *refusal), verified
             if problem is not None or ask is None:
                 raise problem or invalid("The request could not be read.")
-            return await self._answer(ask, generation, ctx)
+            return await self._answer(ask, generation, ctx), verified
         except GatewayError as error:
             ctx.error_code = error.code
-            return render.error(request_id, error)
+            return render.error(request_id, error), verified
 
     async def _answer(self, ask: RetrieveRequest, generation: Any,
                       ctx: RequestContext) -> Response:
@@ -84,13 +105,30 @@ class Retriever:
         articles = [split(piece, self.counter, self.aip.retrieval.chunk_tokens)
                     for piece in pieces]
         chunks = select(articles, ask.query_text or "", limits, whole)
+        await self._record_access(ask, chunks)
         return render.ok(ask.request_id, chunks, self.aip.publisher.name, limits,
                          supports.citations)
 
+    async def _record_access(self, ask: RetrieveRequest, chunks: list[Chunk]) -> None:
+        """The access event is stored before the content leaves: no event, no content."""
+        if self.sink is None:
+            return
+        publisher = self.aip.publisher
+        event = access_event(
+            request_id=ask.request_id, publisher_id=publisher.id,
+            publisher_domain=publisher.domain, platform_id=ask.platform_id,
+            chunks_returned=len(chunks), token_count=sum(c.token_count for c in chunks))
+        await store_event(self.sink, event)
 
-def routes(aip: Aip, upstreams: set[str], policy: AipPolicy) -> list[Route]:
-    retriever = Retriever(aip, upstreams, policy)
-    return [Route(aip.retrieve_path, retriever.handle, methods=["POST"], name="aip.retrieve")]
+
+def routes(aip: Aip, upstreams: set[str], policy: AipPolicy, gate: Gate,
+           sink: EventSink | None) -> list[Route]:
+    retriever = Retriever(aip, upstreams, policy, gate, sink)
+    served = [Route(aip.retrieve_path, retriever.handle, methods=["POST"], name="aip.retrieve")]
+    if aip.event is not None and sink is not None:
+        intake = EventIntake(aip, gate, sink)
+        served.append(Route(aip.event.path, intake.handle, methods=["POST"], name="aip.event"))
+    return served
 
 
 def _denied(ctx: RequestContext, request_id: str, denial: Denial,
@@ -109,24 +147,3 @@ async def _rate_limit(generation: Any,
             raise
         return Denial("rate_limited", "Too many requests; retry later."), dict(error.headers)
     return None
-
-
-async def _body(request: Request, limit: int) -> tuple[Any, GatewayError | None]:
-    """The JSON body, or why it is refused (reported after rate limiting); a body sent with
-    the wrong media type is still read, so its request_id can be echoed."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise request_too_large(limit)
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise request_too_large(limit)
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None, invalid("The request body is not valid JSON (UTF-8).")
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != MEDIA_TYPE:
-        return body, GatewayError(415, "invalid_request", "Send the body as application/json.")
-    return body, None

@@ -2,8 +2,8 @@
 
 HTTP status per `status`: ok -> 200; denied -> 403, except `rate_limited` -> 429 with
 Retry-After (a consent decision is a refusal, and throttling is one clients should back off
-from); error -> the failure's own status (400 bad request, 401/403 authentication, 413, 415,
-502/504 upstream, 500 gateway).
+from); error -> the failure's own status (400 bad request, 401/403 authentication or signature, 413,
+415, 422 a bad event, 502/504 upstream, 500 gateway, 503 a store down).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from starlette.responses import Response
 from gateway.errors import GatewayError
 from gateway.surfaces.aip.chunks import Chunk
 from gateway.surfaces.aip.policy import Denial, Limits
+from gateway.surfaces.aip.signing import SigningFailure, failure_body
 
 VERSION = "0.1"
 NO_STORE = {"cache-control": "no-store"}
@@ -36,6 +37,9 @@ _ERRORS = {
     "request_too_large": ("request_too_large", None),
     "auth_unavailable": ("unavailable", "Temporary failure; retry later."),
     "rate_limit_unavailable": ("unavailable", "Temporary failure; retry later."),
+    "rate_limited": ("rate_limited", "Too many requests; retry later."),
+    "events_unavailable": ("unavailable", "Temporary failure; retry later."),
+    "invalid_event": ("invalid_event", None),
 }
 
 
@@ -69,6 +73,18 @@ def error(request_id: str, failure: GatewayError) -> Response:
     document["error"] = {"code": code, "message": message or failure.message}
     status = failure.status if known else 500
     return _response(document, status, dict(failure.headers))
+
+
+def signing_failure(request_id: str, failure: SigningFailure) -> Response:
+    """The signing page's minimal body (401/403 `auth_failed`, 503 when nonces cannot be kept),
+    as a RetrieveResponse with status error."""
+    return _response(failure_body(failure, request_id), failure.status)
+
+
+def accepted(request_id: str, event_id: str) -> Response:
+    """A stored event (the spec defines no body here; this one names what was kept)."""
+    return _response({"aip_version": VERSION, "request_id": request_id, "status": "accepted",
+                      "event_id": event_id}, 202)
 
 
 def error_response(failure: GatewayError, request_id: str) -> Response:

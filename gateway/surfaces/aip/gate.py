@@ -1,0 +1,74 @@
+"""Who may call AIP's POST endpoints: a verified X-AIP-* signature, else the pipeline's auth.
+
+With signing enabled and `required`, every request must be signed; with `required: false` a
+signed request is verified all the same and an unsigned one goes on to the OAuth / API-key
+authentication of the `auth` section. A verified request's principal is its signing key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.context import RequestContext
+from gateway.model import Principal, TokenKind
+from gateway.surfaces.aip.nonces import NonceStore
+from gateway.surfaces.aip.signing import SigningFailure, VerifiedKey, Verifier, is_signed
+from gateway.surfaces.aip.signing_config import Signing
+
+
+class SignatureRefused(Exception):
+    def __init__(self, failure: SigningFailure) -> None:
+        super().__init__(failure.code)
+        self.failure = failure
+
+
+def request_target(scope: dict[str, Any]) -> str:
+    """The path and query as sent, which the canonical string covers."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if raw else scope["path"]
+    query = scope.get("query_string", b"")
+    return f"{path}?{query.decode('latin-1')}" if query else path
+
+
+class Gate:
+    def __init__(self, signing: Signing | None, nonces: NonceStore | None) -> None:
+        self._signing: Signing | None = None
+        self._verifier: Verifier | None = None
+        if signing is not None and signing.enabled and nonces is not None:
+            self._signing = signing
+            self._verifier = Verifier(signing, nonces)
+
+    @property
+    def reads_body_first(self) -> bool:
+        """Signing covers the body, so it is read before anyone is authenticated."""
+        return self._verifier is not None
+
+    async def admit(self, request: Request, body: bytes, pipeline: Any,
+                    ctx: RequestContext) -> VerifiedKey | None:
+        """The verified key, or None when the pipeline authenticated the caller instead.
+
+        Raises `SignatureRefused` for a failed signature check, `GatewayError` for a failed
+        authentication by the pipeline."""
+        signing, verifier = self._signing, self._verifier
+        if signing is None or verifier is None or not (
+                signing.required or is_signed(request.headers)):
+            await pipeline.authenticate(ctx, request.scope)
+            return None
+        outcome = await verifier.verify(request.method, request_target(request.scope),
+                                        request.headers, body)
+        if isinstance(outcome, SigningFailure):
+            raise SignatureRefused(outcome)
+        ctx.principal = Principal(subject=outcome.key_id, client_id=outcome.key_id,
+                                  kind=TokenKind.CLIENT)
+        return outcome
+
+    def sign(self, verified: VerifiedKey | None, scope: dict[str, Any],
+             response: Response) -> Response:
+        """Sign the response with the request's key when `sign_responses` is on."""
+        if verified is not None and self._verifier is not None:
+            response.headers.update(self._verifier.response_headers(
+                verified, response.status_code, request_target(scope), bytes(response.body)))
+        return response

@@ -1,0 +1,50 @@
+"""One generation's share of the AIP stores: the nonce store behind its signature gate and the
+event sink, acquired from `shared` when the surface mounts and released when it closes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from gateway.surfaces.aip import shared
+from gateway.surfaces.aip.config import Aip
+from gateway.surfaces.aip.events import EventSink, create_sink
+from gateway.surfaces.aip.gate import Gate
+from gateway.surfaces.aip.nonces import create_nonce_store
+from gateway.surfaces.aip.signing_config import Events, Signing
+
+
+def nonce_key(signing: Signing) -> Hashable:
+    return ("aip-nonces", signing.nonce_store, signing.nonce_key_prefix)
+
+
+def sink_key(events: Events) -> Hashable:
+    if events.redis_url is not None:
+        return ("aip-events", events.redis_url, events.stream)
+    return ("aip-events", "file", os.path.abspath(events.file))
+
+
+@dataclass(slots=True)
+class Wiring:
+    gate: Gate
+    sink: EventSink | None
+    keys: tuple[Hashable, ...]
+
+    @classmethod
+    def acquire(cls, aip: Aip) -> Wiring:
+        keys: list[Hashable] = []
+        signing, nonces = aip.signing, None
+        if signing is not None and signing.enabled:
+            keys.append(nonce_key(signing))
+            nonces = shared.acquire(keys[-1], lambda: create_nonce_store(signing))
+        sink = None
+        if aip.events is not None:
+            events = aip.events
+            keys.append(sink_key(events))
+            sink = shared.acquire(keys[-1], lambda: create_sink(events))
+        return cls(Gate(signing, nonces), sink, tuple(keys))
+
+    async def release(self) -> None:
+        for key in self.keys:
+            await shared.release(key)
