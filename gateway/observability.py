@@ -121,6 +121,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name, "message": record.getMessage(),
         }
         line.update(getattr(record, "fields", {}))
+        ids = tracing.current_ids()  # the request's trace, for lines logged while handling one
+        if ids is not None:
+            line["trace_id"], line["span_id"] = ids
         if record.exc_info and record.levelno >= logging.ERROR:
             line["exception"] = record.exc_info[0].__name__ if record.exc_info[0] else None
         return orjson.dumps(line).decode()
