@@ -1,13 +1,16 @@
-"""Route benchmark: the cost of aigw's pipeline stages (auth, rate limits) on one route.
+"""Route benchmark: the cost of aigw's pipeline stages (auth, rate limits, tracing) on one route.
 
 Scenarios, each an aigw process (aiohttp transport, access log off) in front of bench/upstream.py,
 measured one at a time with run.py's wrk settings: `open` (no auth), `jwt` (a bearer JWT from the
 demo issuer, scope-checked on /bench), and with --with-ratelimit (default) `jwt+ratelimit-memory`
-and `jwt+ratelimit-redis` (the jwt scenario plus a `rate_limits` section that is never reached).
+and `jwt+ratelimit-redis` (the jwt scenario plus a `rate_limits` section that is never reached),
+and with --with-tracing (default) `open+tracing` and `open+tracing-10%` (open with every
+request, or one in ten, traced and exported over OTLP/HTTP to the bench upstream, which
+answers the exports 200 like a collector).
 The proxy runs alone on the proxy core (1); the upstream, the issuer and wrk on the load core (0).
 
 Usage: .venv/bin/python bench/routes.py [--quick] [--duration S] [--connections N]
-                                        [--no-with-ratelimit]
+                                        [--no-with-ratelimit] [--no-with-tracing]
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ GOALS = (("jwt", "open", 0.80), ("jwt+ratelimit-redis", "jwt+ratelimit-memory", 
 @dataclass
 class RouteOptions(Options):
     with_ratelimit: bool = True
+    with_tracing: bool = True
     rounds: int = 3
 
 
@@ -54,6 +58,7 @@ class Scenario:
     name: str
     auth: bool = False
     storage: str | None = None
+    tracing: float | None = None  # the sample ratio of new traces; None: tracing off
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,12 @@ def parse_args(argv: list[str] | None = None) -> RouteOptions:
         help="also measure jwt+ratelimit-memory and jwt+ratelimit-redis",
     )
     parser.add_argument(
+        "--with-tracing",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure open+tracing and open+tracing-10%% (sample ratios 1 and 0.1)",
+    )
+    parser.add_argument(
         "--rounds", type=int, default=3,
         help="measure every scenario this many times, interleaved, and report the median",
     )
@@ -88,11 +99,14 @@ def parse_args(argv: list[str] | None = None) -> RouteOptions:
     base = run.options_from(args, [TRANSPORT])
     rounds = 1 if args.quick else max(1, args.rounds)
     return RouteOptions(**dataclasses.asdict(base), with_ratelimit=args.with_ratelimit,
-                        rounds=rounds)
+                        with_tracing=args.with_tracing, rounds=rounds)
 
 
 def scenarios(opts: RouteOptions) -> list[Scenario]:
     found = [Scenario("open"), Scenario("jwt", auth=True)]
+    if opts.with_tracing:
+        found.append(Scenario("open+tracing", tracing=1.0))
+        found.append(Scenario("open+tracing-10%", tracing=0.1))
     if opts.with_ratelimit:
         found.append(Scenario("jwt+ratelimit-memory", auth=True, storage="memory://"))
         found.append(Scenario("jwt+ratelimit-redis", auth=True, storage=REDIS))
@@ -136,7 +150,20 @@ def ratelimit_yaml(storage: str) -> str:
     )
 
 
-def scenario_yaml(scenario: Scenario, issuer: Issuer, port: int) -> str:
+def tracing_yaml(collector_port: int, ratio: float) -> str:
+    """Requests traced at `ratio` and exported; the bench upstream stands in for the
+    collector (it answers any POST with 200)."""
+    return (
+        "tracing:\n"
+        "  enabled: true\n"
+        f"  endpoint: http://127.0.0.1:{collector_port}/v1/traces\n"
+        f"  sample_ratio: {ratio}\n"
+    )
+
+
+def scenario_yaml(scenario: Scenario, issuer: Issuer, port: int, upstream_port: int) -> str:
+    if scenario.tracing is not None:
+        return tracing_yaml(upstream_port, scenario.tracing)
     if not scenario.auth:
         return ""
     text = auth_yaml(issuer.url, issuer.port, f"http://127.0.0.1:{port}")
@@ -258,7 +285,7 @@ def measure_scenario(
         return Result(scenario.name, note=f"not measured: {reason}")
     port = run.free_port()
     slug = "aigw-" + scenario.name.replace("+", "-")
-    extra = scenario_yaml(scenario, issuer, port)
+    extra = scenario_yaml(scenario, issuer, port, upstream_port)
     start = partial(run.start_aigw, opts.aigw, upstream_port, port, TRANSPORT, opts.proxy_core)
     start = partial(start, workdir, extra_config=extra, name=slug)
     starter = partial(checked, start, partial(scenario_checks, scenario, port, issuer.token))

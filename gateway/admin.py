@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import REGISTRY
+from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -53,7 +54,9 @@ def create_admin_app(runtime: Runtime) -> Starlette:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def metrics(request: Request) -> Response:
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+        # OpenMetrics (with exemplars) when the scraper asks for it, else the text format.
+        encode, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(encode(REGISTRY), headers={"content-type": content_type})
 
     return Starlette(routes=[
         Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),

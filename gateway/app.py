@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
-from gateway import errors, observability
+from gateway import errors, observability, tracing
 from gateway.context import RequestContext, request_id_from
 from gateway.headers import client_address, is_trusted
 from gateway.headlimits import check_head
@@ -46,25 +46,30 @@ class GatewayApp:
             client_address(peer, scope["headers"], generation.trusted_networks),
         )
         tagged_send = _tagging_send(send, ctx, generation)
-        try:
-            await self._handle(generation, ctx, scope, receive, tagged_send, trusted)
-        except errors.GatewayError as error:
-            if ctx.status:
-                raise
-            await _send_error(tagged_send, ctx, error)
-        except ClientDisconnected:
-            ctx.status = 499
-        except Exception:
-            if ctx.status:  # the response has started; let the server drop the connection
-                raise
-            log.exception("unhandled error", extra={"fields": {"request_id": ctx.request_id}})
-            await _send_error(tagged_send, ctx, errors.internal_error())
-        finally:
-            generation.leave()
-            observability.IN_FLIGHT.dec()
-            elapsed = observability.observe(ctx)
-            if generation.settings.logging.access_log:
-                observability.write_access_log(ctx, elapsed)
+        span = tracing.request_span(ctx.method, scope, trusted, _span_start(ctx, scope)) \
+            if tracing.enabled() else tracing.OFF
+        with span:
+            try:
+                await self._handle(generation, ctx, scope, receive, tagged_send, trusted)
+            except errors.GatewayError as error:
+                if ctx.status:
+                    raise
+                await _send_error(tagged_send, ctx, error)
+            except ClientDisconnected:
+                ctx.status = 499
+            except Exception:
+                if ctx.status:  # the response has started; let the server drop the connection
+                    raise
+                log.exception("unhandled error", extra={"fields": {"request_id": ctx.request_id}})
+                await _send_error(tagged_send, ctx, errors.internal_error())
+            finally:
+                generation.leave()
+                observability.IN_FLIGHT.dec()
+                elapsed = observability.observe(ctx)
+                if generation.settings.logging.access_log:
+                    observability.write_access_log(ctx, elapsed)
+                if tracing.enabled():
+                    tracing.finish_request(*_span_end(ctx))
 
     async def _handle(self, generation: Generation, ctx: RequestContext, scope: Scope,
                       receive: Any, send: Any, trusted: bool) -> None:
@@ -124,6 +129,7 @@ async def _serve_document(document: Document, ctx: RequestContext, scope: Scope,
                           receive: Any, send: Any) -> None:
     if ctx.surface == "passthrough":
         ctx.surface = getattr(document.endpoint, "surface", "gateway")
+    ctx.route = ctx.path
     if scope["method"] not in ("GET", "HEAD"):
         error = errors.GatewayError(405, "method_not_allowed", "Use GET or HEAD here.",
                                     {"allowed": ["GET", "HEAD"]}, (("allow", "GET, HEAD"),))
@@ -139,6 +145,7 @@ async def _dispatch_surface(owner: Mount, generation: Generation, ctx: RequestCo
     for route in owner.routes:
         match, child = route.matches(scope)
         if match is Match.FULL:
+            ctx.route = getattr(route, "path", None)
             routed = {**scope, **child, "aigw": (ctx, generation)}
             await _in_dialect(owner, route.handle, ctx, routed, receive, send)
             return
@@ -197,6 +204,33 @@ def _tagging_send(send: Any, ctx: RequestContext, generation: Generation) -> Any
         await send(message)
 
     return tagged
+
+
+def _span_start(ctx: RequestContext, scope: Scope) -> dict[str, Any]:
+    """HTTP semantic-convention attributes known when a request arrives (no query string: it
+    may carry credentials)."""
+    method = ctx.method if ctx.method in observability.METHODS else "_OTHER"
+    return {"http.request.method": method, "url.path": ctx.path,
+            "url.scheme": scope.get("scheme", "http"), "client.address": ctx.client,
+            "network.protocol.version": scope.get("http_version", "1.1"),
+            "aigw.request_id": ctx.request_id}
+
+
+def _span_end(ctx: RequestContext) -> tuple[str, dict[str, Any], bool]:
+    """The server span's name, its closing attributes, and whether it failed (5xx)."""
+    attributes: dict[str, Any] = {"http.response.status_code": ctx.status,
+                                  "aigw.surface": ctx.surface}
+    if ctx.route is not None:
+        attributes["http.route"] = ctx.route
+    if ctx.upstream is not None:
+        attributes["aigw.upstream"] = ctx.upstream
+    if ctx.error_code is not None:
+        attributes["aigw.error_code"] = ctx.error_code
+    failed = ctx.status >= 500
+    if failed:
+        attributes["error.type"] = ctx.error_code or str(ctx.status)
+    name = f"{ctx.method} {ctx.route}" if ctx.route else ctx.method
+    return name, attributes, failed
 
 
 async def _send_error(send: Any, ctx: RequestContext, error: errors.GatewayError) -> None:

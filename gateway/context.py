@@ -36,6 +36,7 @@ class RequestContext:
     client: str
     started: float = field(default_factory=time.perf_counter)
     surface: str = "passthrough"
+    route: str | None = None  # the matched route's template (low cardinality), for traces
     upstream: str | None = None
     upstream_seconds: float | None = None
     upstream_error: str | None = None

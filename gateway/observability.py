@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from prometheus_client import Counter, Gauge, Histogram
 
+from gateway import tracing
 from gateway.context import RequestContext
 
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -60,19 +61,26 @@ EDGE_REFUSALS = Counter(
     "Requests the listener refused before the app (431, 408, malformed HTTP), by code.", ["code"],
 )
 IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.")
+TRACE_EXPORTS = Counter(
+    "aigw_trace_spans_exported_total", "Spans handed to the OTLP exporter, by result.", ["result"],
+)
+TRACE_SPANS_DROPPED = Counter(
+    "aigw_trace_spans_dropped_total", "Spans dropped because the export queue was full.",
+)
 
-_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def observe(ctx: RequestContext) -> float:
     """Record one finished request in the metrics; returns its duration in seconds."""
     elapsed = time.perf_counter() - ctx.started
-    method = ctx.method if ctx.method in _METHODS else "OTHER"  # bounded label values
+    method = ctx.method if ctx.method in METHODS else "OTHER"  # bounded label values
+    exemplar = tracing.exemplar()  # links the observation to its trace; None when off
     REQUESTS.labels(ctx.surface, method, str(ctx.status)).inc()
-    REQUEST_SECONDS.labels(ctx.surface).observe(elapsed)
+    REQUEST_SECONDS.labels(ctx.surface).observe(elapsed, exemplar)
     if ctx.upstream is not None:
         if ctx.upstream_seconds is not None:
-            UPSTREAM_SECONDS.labels(ctx.upstream).observe(ctx.upstream_seconds)
+            UPSTREAM_SECONDS.labels(ctx.upstream).observe(ctx.upstream_seconds, exemplar)
         if ctx.upstream_error is not None:
             UPSTREAM_ERRORS.labels(ctx.upstream, ctx.upstream_error).inc()
     return elapsed
@@ -90,6 +98,9 @@ def access_record(ctx: RequestContext, elapsed: float) -> dict[str, Any]:
             record["upstream_ms"] = round(ctx.upstream_seconds * 1000, 3)
     if ctx.error_code is not None:
         record["error"] = ctx.error_code
+    ids = tracing.current_ids()
+    if ids is not None:
+        record["trace_id"], record["span_id"] = ids
     if not ctx.principal.is_anonymous:
         record["subject"] = ctx.principal.subject
         record["client_id"] = ctx.principal.client_id
@@ -110,6 +121,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name, "message": record.getMessage(),
         }
         line.update(getattr(record, "fields", {}))
+        ids = tracing.current_ids()  # the request's trace, for lines logged while handling one
+        if ids is not None:
+            line["trace_id"], line["span_id"] = ids
         if record.exc_info and record.levelno >= logging.ERROR:
             line["exception"] = record.exc_info[0].__name__ if record.exc_info[0] else None
         return orjson.dumps(line).decode()

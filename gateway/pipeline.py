@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
@@ -21,7 +22,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import errors
+from gateway import errors, tracing
 from gateway.context import RequestContext
 from gateway.mapping import HitMapping, UpstreamValueError
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
@@ -172,18 +173,25 @@ class Pipeline:
 
     async def authenticate(self, ctx: RequestContext, scope: dict, *,
                            credentials_optional: bool = False) -> None:
-        outcome = await self.authenticator.authenticate(ctx, scope)
-        if isinstance(outcome, Decision):
-            if not credentials_optional:
-                raise denial(outcome)
-            outcome = ANONYMOUS
-        ctx.principal = outcome
+        with _stage("aigw.authenticate", self.authenticator, AnonymousAuthenticator):
+            outcome = await self.authenticator.authenticate(ctx, scope)
+            if isinstance(outcome, Decision):
+                tracing.annotate({"aigw.auth.result": "denied"})
+                if not credentials_optional:
+                    raise denial(outcome)
+                outcome = ANONYMOUS
+            tracing.annotate({"aigw.auth.result": "anonymous" if outcome.is_anonymous
+                              else "authenticated"})
+            ctx.principal = outcome
 
     async def limit(self, ctx: RequestContext) -> None:
         """Count the request; surfaces whose rate-limit key is in the body call it once parsed."""
-        decision = await self.limiter.check(ctx)
-        if not decision.allowed:
-            raise denial(decision)
+        with _stage("aigw.rate_limit", self.limiter, Unlimited):
+            decision = await self.limiter.check(ctx)
+            tracing.annotate({"aigw.ratelimit.result": "allowed" if decision.allowed
+                              else "limited"})
+            if not decision.allowed:
+                raise denial(decision)
 
     async def retrieve(
         self, surface: RetrievalSurface, request: Request, ctx: RequestContext
@@ -193,9 +201,14 @@ class Pipeline:
         try:
             await self.admit(ctx, request.scope)
             query = await surface.parse(request, ctx)
-            narrowed = self.policy.before(ctx, query)
-            if isinstance(narrowed, Decision):
-                raise denial(narrowed)
+            if query.collection is not None:
+                tracing.annotate({"aigw.collection": query.collection})
+            with tracing.span("aigw.policy", {"aigw.policy.stage": "before"}):
+                narrowed = self.policy.before(ctx, query)
+                denied = isinstance(narrowed, Decision)
+                tracing.annotate({"aigw.policy.effect": "deny" if denied else "allow"})
+                if isinstance(narrowed, Decision):
+                    raise denial(narrowed)
             identity = self.identity.headers(ctx.principal) if self.identity else []
 
             async def fetch(call: UpstreamCall) -> list[Hit]:
@@ -204,14 +217,22 @@ class Pipeline:
             collect = getattr(surface, "collect", None)
             hits = await collect(narrowed, ctx, fetch) if collect is not None \
                 else await fetch(surface.plan(narrowed, ctx))
-            hits = self.policy.after(ctx, narrowed, hits)
-            return surface.render(narrowed, hits, ctx)
+            with tracing.span("aigw.policy", {"aigw.policy.stage": "after"}):
+                kept = self.policy.after(ctx, narrowed, hits)
+                tracing.annotate({"aigw.policy.removed": len(hits) - len(kept)})
+            with tracing.span("aigw.render"):
+                return surface.render(narrowed, kept, ctx)
         except errors.GatewayError as error:
             ctx.error_code = error.code
             return surface.render_error(error, ctx)
 
     async def aclose(self) -> None:
         await self.authenticator.aclose()
+
+
+def _stage(name: str, stage: object, idle: type) -> AbstractContextManager[Any]:
+    """A span for a stage that does work; none for one that admits everything."""
+    return tracing.OFF if isinstance(stage, idle) else tracing.span(name)
 
 
 def map_hits(call: UpstreamCall, document: Any, ctx: RequestContext) -> list[Hit]:
@@ -247,11 +268,33 @@ async def call_upstream_json(
     if call.json is not None:
         body = orjson.dumps(call.json)
         headers.append((b"content-type", b"application/json"))
+    with tracing.upstream_span(call.method, url, call.target.name):
+        headers.extend(tracing.outgoing_headers())
+        payload, status = await _send(call, ctx, url, headers, body)
+        tracing.upstream_status(status)
+    if payload is None:
+        ctx.upstream_error = "too_large"
+        raise errors.upstream_protocol_error()
+    if status == 404:
+        raise errors.GatewayError(404, "not_found", "The requested item does not exist.")
+    if status >= 400:
+        ctx.upstream_error = f"status_{status}"
+        raise errors.upstream_protocol_error()
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        ctx.upstream_error = "protocol"
+        raise errors.upstream_protocol_error() from None
+
+
+async def _send(call: UpstreamCall, ctx: RequestContext, url: str, headers: RawHeaders,
+                body: bytes | None) -> tuple[bytes | None, int]:
+    """The upstream's body (None past the cap) and status; transport failures as errors."""
     started = time.perf_counter()
     try:
         response = await call.target.transport.request(call.method, url, headers, body)
         try:
-            payload = await _read_capped(response)
+            return await _read_capped(response), response.status
         finally:
             await response.close()
     except UpstreamError as exc:
@@ -260,19 +303,6 @@ async def call_upstream_json(
                else errors.upstream_unavailable()) from None
     finally:
         ctx.upstream_seconds = time.perf_counter() - started
-    if payload is None:
-        ctx.upstream_error = "too_large"
-        raise errors.upstream_protocol_error()
-    if response.status == 404:
-        raise errors.GatewayError(404, "not_found", "The requested item does not exist.")
-    if response.status >= 400:
-        ctx.upstream_error = f"status_{response.status}"
-        raise errors.upstream_protocol_error()
-    try:
-        return orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        ctx.upstream_error = "protocol"
-        raise errors.upstream_protocol_error() from None
 
 
 async def _read_capped(response: Any) -> bytes | None:

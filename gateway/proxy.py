@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from gateway import errors
+from gateway import errors, tracing
 from gateway.context import RequestContext
 from gateway.headers import ClientInfo, client_response_headers, upstream_request_headers
 from gateway.redirects import REWRITTEN_FIELDS, UpstreamOrigin, public_base, rewrite_field
@@ -91,26 +91,29 @@ async def forward(
     url = target.url + _target_path(scope, drop_query)
     client = _client_info(scope, headers)
     via = f"{scope.get('http_version', '1.1')} {options.via_name}".encode()
-    outgoing = upstream_request_headers(
-        headers, client, trusted=trusted, via=via, request_id=ctx.request_id.encode(),
-        host=client.host if target.preserve_host and client.host else target.host,
-        drop_also=drop_headers | target.add_names, add=[*target.add_headers, *(identity or ())],
-    )
-    started = time.perf_counter()
-    try:
-        response = await target.transport.request(scope["method"], url, outgoing, body)
-    except UpstreamError as exc:
-        ctx.upstream_error = exc.kind
-        if stream is not None and stream.exceeded:
-            raise errors.request_too_large(options.max_body_bytes) from None
-        raise _as_gateway_error(exc) from None
-    finally:
-        ctx.upstream_seconds = time.perf_counter() - started
-    rewrite = _redirect_rewriter(target, options, headers, client, trusted)
-    try:
-        await _relay(ctx, scope, receive, send, response, options, via, rewrite)
-    finally:
-        await response.close()
+    with tracing.upstream_span(scope["method"], url, target.name):
+        outgoing = upstream_request_headers(
+            headers, client, trusted=trusted, via=via, request_id=ctx.request_id.encode(),
+            host=client.host if target.preserve_host and client.host else target.host,
+            drop_also=drop_headers | target.add_names | tracing.owned_fields(),
+            add=[*target.add_headers, *(identity or ()), *tracing.outgoing_headers()],
+        )
+        started = time.perf_counter()
+        try:
+            response = await target.transport.request(scope["method"], url, outgoing, body)
+        except UpstreamError as exc:
+            ctx.upstream_error = exc.kind
+            if stream is not None and stream.exceeded:
+                raise errors.request_too_large(options.max_body_bytes) from None
+            raise _as_gateway_error(exc) from None
+        finally:
+            ctx.upstream_seconds = time.perf_counter() - started
+        tracing.upstream_status(response.status)
+        rewrite = _redirect_rewriter(target, options, headers, client, trusted)
+        try:
+            await _relay(ctx, scope, receive, send, response, options, via, rewrite)
+        finally:
+            await response.close()
 
 
 async def _request_body(

@@ -2,7 +2,7 @@
 
 SIGTERM or SIGINT: /readyz turns 503, the public listener stops accepting, in-flight requests
 finish (up to `shutdown.grace`), upstream clients close, then the admin listener stops.
-SIGHUP: reload the config.
+SIGHUP: reload the config. Tracing starts before the listeners and flushes after them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 import uvicorn
 
+from gateway import telemetry
 from gateway.admin import create_admin_app
 from gateway.app import GatewayApp
 from gateway.edge import protocol_for
@@ -58,6 +59,7 @@ def _edge(settings: Listener) -> dict[str, Any]:
 async def serve(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None:
     """Run the gateway until a stop signal; `companions` (the demo backend) stop after it."""
     settings = loaded.settings
+    tracer_provider = telemetry.start(settings.tracing)
     runtime = Runtime(loaded)
     reloader = Reloader(runtime)
     public = listener(GatewayApp(runtime), settings.listen.host, settings.listen.port,
@@ -93,6 +95,7 @@ async def serve(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None
         await asyncio.gather(*others, return_exceptions=True)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
+        await asyncio.to_thread(telemetry.stop, tracer_provider)
     log.info("stopped")
 
 

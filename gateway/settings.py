@@ -7,7 +7,14 @@ from ipaddress import ip_network
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from gateway.auth.config import Auth, Demo, HeaderName
 from gateway.ratelimit.config import RateLimits
@@ -147,6 +154,71 @@ class Logging(Strict):
     access_log: bool = True
 
 
+class Tracing(Strict):
+    """OpenTelemetry traces over OTLP/HTTP (read at start). A field left out falls back to the
+    standard OTEL_* environment variable named in its description, then to the default."""
+
+    enabled: bool | None = Field(
+        None, description="Export traces. Unset: on when OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "
+        "OTEL_EXPORTER_OTLP_ENDPOINT is set; OTEL_SDK_DISABLED=true or "
+        "OTEL_TRACES_EXPORTER=none turn it off either way.",
+    )
+    endpoint: str | None = Field(
+        None, description="OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces. Unset: "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else "
+        "http://localhost:4318/v1/traces.",
+    )
+    headers: dict[HeaderName, str] = Field(
+        {}, description="Sent with every export, e.g. the collector's credentials (use "
+        "${VAR}). Empty: OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS.",
+    )
+    service_name: str | None = Field(
+        None, description="service.name of the spans. Unset: OTEL_SERVICE_NAME, else aigw.",
+    )
+    sample_ratio: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        None, description="Share of new traces recorded; a continued trace follows its "
+        "caller's sampled flag (parent-based). Unset: OTEL_TRACES_SAMPLER(_ARG), else 1.0.",
+    )
+    accept_context: Literal["trusted", "all", "none"] = Field(
+        "trusted", description="Whose traceparent/tracestate continue a trace: callers in "
+        "proxy.trusted_proxies, all callers, or none. Others start a new trace.",
+    )
+    baggage: bool = Field(
+        False, description="Pass W3C baggage from callers whose context is accepted to the "
+        "upstreams; off: baggage is dropped.",
+    )
+    max_queue_size: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(
+        None, description="Ended spans waiting for export; past it spans are dropped and "
+        "counted. Unset: OTEL_BSP_MAX_QUEUE_SIZE, else 2048.",
+    )
+    max_export_batch_size: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        None, description="Spans per export. Unset: OTEL_BSP_MAX_EXPORT_BATCH_SIZE, else 512.",
+    )
+    schedule_delay: Annotated[float, Field(gt=0, le=3600)] | None = Field(
+        None, description="Seconds between exports. Unset: OTEL_BSP_SCHEDULE_DELAY (ms), "
+        "else 5.",
+    )
+    timeout: Seconds | None = Field(
+        None, description="Longest time one export (with its retries) may take. Unset: "
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else 10.",
+    )
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("expected an absolute http:// or https:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _batch_fits_queue(self) -> Tracing:
+        if self.max_queue_size and (self.max_export_batch_size or 0) > self.max_queue_size:
+            raise ValueError("max_export_batch_size must not exceed max_queue_size")
+        return self
+
+
 class Reload(Strict):
     watch: bool = Field(True, description="Poll the config and policy files for changes.")
     interval: Seconds = 1.0
@@ -171,6 +243,7 @@ class Settings(Strict):
     proxy: Proxy = Proxy()
     discovery: Discovery = Discovery()
     logging: Logging = Logging()
+    tracing: Tracing = Tracing()
     reload: Reload = Reload()
     shutdown: Shutdown = Shutdown()
     auth: Auth | None = Field(None, description="Without it, callers are not authenticated.")

@@ -4,6 +4,7 @@ started on loopback exactly as rendered."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ EVERYTHING = {
                       "from": [{"namespaceSelector": {"matchLabels": {"name": "edge"}}}],
                       "metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "mon"}}}]},
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+    "dashboards": {"enabled": True},
 }
 
 
@@ -91,9 +93,20 @@ def test_every_rendered_manifest_is_valid_kubernetes_and_lints_clean(values: dic
 
 def test_everything_switched_on_renders_each_kind_once():
     kinds = sorted(d["kind"] for d in render(EVERYTHING))
-    assert kinds == sorted(["ConfigMap", "Deployment", "HTTPRoute", "HorizontalPodAutoscaler",
+    assert kinds == sorted(["ConfigMap", "ConfigMap", "Deployment", "HTTPRoute",
+                            "HorizontalPodAutoscaler",
                             "Ingress", "NetworkPolicy", "PodDisruptionBudget", "Secret",
                             "Service", "Service", "ServiceAccount", "ServiceMonitor"])
+
+
+def test_the_dashboard_ships_as_a_configmap_for_the_grafana_sidecar():
+    dashboards = [d for d in render(EVERYTHING) if d["kind"] == "ConfigMap"
+                  and d["metadata"]["name"].endswith("-dashboards")]
+    assert len(dashboards) == 1
+    assert dashboards[0]["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = json.loads(dashboards[0]["data"]["aigw.json"])
+    assert shipped == json.loads((ROOT / "helm" / "dashboards" / "aigw.json").read_text())
+    assert not [d for d in render(INGRESS) if d["metadata"]["name"].endswith("-dashboards")]
 
 
 def test_ingress_mode_forwards_to_the_named_service_and_the_pod_is_locked_down():

@@ -7,6 +7,7 @@ import time
 
 import httpx
 
+from gateway import tracing
 from gateway.auth.apikeys import ApiKeyStore
 from gateway.auth.cache import TtlCache
 from gateway.auth.config import Auth
@@ -38,6 +39,7 @@ class Authenticator:
             credential = extract(scope, self.auth, self.api_keys.header if self.api_keys else None)
             if credential is None:
                 return ANONYMOUS if access.public else self._refuse(401, "missing_credentials")
+            tracing.annotate({"aigw.auth.credential": credential.kind})
             principal = await self._resolve(credential)
         except BadCredentials as exc:
             return self._refuse(401, "invalid_request", str(exc))
@@ -61,6 +63,7 @@ class Authenticator:
                 raise InvalidToken("The API key is not recognised.")
             return principal
         found, principal = self._verified.get(credential.value)
+        tracing.annotate({"aigw.auth.cache": "hit" if found else "miss"})
         if found and principal is not None:
             return principal
         if self._jwt is not None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import limits
 
+from gateway import tracing
 from gateway.context import RequestContext
 from gateway.model import ALLOW, Decision, Principal, deny
 from gateway.observability import RATE_LIMIT_DECISIONS, RATE_LIMIT_STORE_ERRORS
@@ -93,6 +94,7 @@ class Limiter:
             if refused is not None:
                 ctx.rate_limit = quotas
                 RATE_LIMIT_DECISIONS.labels(compiled.rule.name, "limited").inc()
+                tracing.annotate({"aigw.ratelimit.rule": compiled.rule.name})
                 return deny(429, "rate_limited", "Too many requests; retry later.",
                             (("retry-after", str(max(refused.reset, 1))),))
             RATE_LIMIT_DECISIONS.labels(compiled.rule.name, "allowed").inc()
