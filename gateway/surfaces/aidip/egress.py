@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from gateway.surfaces.aidip.addresses import effective, is_public
 from gateway.surfaces.aidip.config import Egress, Origin
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -90,11 +91,12 @@ class EgressPolicy:
         return None
 
     def address_allowed(self, address: IPv4Address | IPv6Address) -> bool:
-        if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if any(address in network for network in self.allowed):
+        reached = effective(address)
+        if reached is None:
+            return False
+        if any(reached in network for network in self.allowed):
             return True
-        return address.is_global and not address.is_multicast
+        return is_public(reached)
 
     def checked(self, addresses: list[str]) -> list[str]:
         """The addresses when every one is allowed; refused when any is not (or none came)."""
