@@ -86,6 +86,17 @@ def test_reserved_and_site_local_are_refused_even_inside_allowed_networks():
     assert policy.address_allowed(ip_address("64:ff9b::10.0.0.1"))  # its IPv4 is allowed
 
 
+class UnencodableResolver:
+    async def resolve(self, host: str, port: int) -> list[str]:
+        raise UnicodeError("label too long")  # what the idna codec raises
+
+
+async def test_a_name_the_resolver_cannot_encode_is_refused_not_raised(echo: str):
+    client = EgressClient(egress(port_of(echo)), UnencodableResolver())
+    with pytest.raises(EgressRefused):
+        await client.post(f"http://agent.test:{port_of(echo)}/echo/x", b"{}", {})
+
+
 async def test_rebinding_between_check_and_connect_is_refused(echo: str):
     # The first lookup (the check) says public; the connection's own lookup says loopback.
     resolver = StubResolver(["93.184.216.34"], ["127.0.0.1"])
