@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+MAX_OFFSET = 100_000  # deeper than any caller pages; bounds what a forged cursor can ask for
 _DERIVED: dict[int, tuple[BaseModel, bytes]] = {}  # section id -> (section, key)
 
 
@@ -61,14 +62,27 @@ class CursorSigner:
             payload = orjson.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
         except (ValueError, orjson.JSONDecodeError):
             raise InvalidCursor("The cursor is not valid.") from None
-        if payload.get("q") != query_digest(query):
+        offset, digest, expiry = _fields(payload)
+        if digest != query_digest(query):
             raise InvalidCursor("The cursor belongs to another query.")
-        if payload.get("e", 0) < time.time():
+        if expiry < time.time():
             raise InvalidCursor("The cursor has expired.")
-        return int(payload["o"])
+        return offset
 
     def _sign(self, body: str) -> str:
         return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
+
+
+def _fields(payload: Any) -> tuple[int, str, int]:
+    """(offset, query digest, expiry) of a payload of the shape `issue` writes, or refused:
+    whoever knows the key (the derived one, say) can sign any JSON at all."""
+    if not isinstance(payload, dict):
+        raise InvalidCursor("The cursor is not valid.")
+    offset, digest, expiry = payload.get("o"), payload.get("q"), payload.get("e")
+    if type(offset) is not int or not 0 <= offset <= MAX_OFFSET \
+            or type(expiry) is not int or not isinstance(digest, str):
+        raise InvalidCursor("The cursor is not valid.")
+    return offset, digest, expiry
 
 
 def query_digest(query: Any) -> str:
