@@ -58,10 +58,15 @@ class BodyStream:
         self._limit = limit
         self.received = 0
         self.exceeded = False
+        self.failure: errors.GatewayError | None = None  # why reading stopped (e.g. 408)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         while True:
-            message = await self._receive()
+            try:
+                message = await self._receive()
+            except errors.GatewayError as error:
+                self.failure = error  # the upstream client may hide it behind its own error
+                raise
             if message["type"] == "http.disconnect":
                 raise ClientDisconnected()
             chunk = message.get("body", b"")
@@ -103,6 +108,8 @@ async def forward(
         ctx.upstream_error = exc.kind
         if stream is not None and stream.exceeded:
             raise errors.request_too_large(options.max_body_bytes) from None
+        if stream is not None and stream.failure is not None:
+            raise stream.failure from None
         raise _as_gateway_error(exc) from None
     finally:
         ctx.upstream_seconds = time.perf_counter() - started
