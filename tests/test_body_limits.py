@@ -79,3 +79,22 @@ def test_a_stalled_body_on_a_surface_route_gets_408_in_the_surfaces_dialect(gate
     assert error["error"] == "invalid_request"  # AIDRE's vocabulary (§17.3)
     assert error["details"]["reason"] == "request_timeout"
     assert error["request_id"] == headers["x-request-id"]
+
+
+def test_a_trailer_that_never_ends_is_refused_431_while_it_arrives(gateway: Gateway):
+    with connect(gateway) as sock:
+        sock.sendall(post_head("/echo/upload", None) + b"5\r\nhello\r\n0\r\nT: ")
+        try:
+            for _ in range(64):  # 4 MiB of one trailer value, never ended
+                sock.sendall(b"a" * 65536)
+        except OSError:
+            pass  # the gateway stopped reading: refused
+        raw = read_until_closed(sock)
+    assert_refused(*parse(raw), 431, "request_header_fields_too_large")
+
+
+def test_a_slow_trailer_gets_408(gateway: Gateway):
+    with connect(gateway) as sock:
+        sock.sendall(post_head("/echo/upload", None) + b"5\r\nhello\r\n0\r\nT: a")
+        raw = answer_after(sock, b"b" * 30)
+    assert_refused(*parse(raw), 408, "request_timeout")
