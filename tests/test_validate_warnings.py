@@ -153,3 +153,15 @@ def test_run_logs_each_warning_once(gateway_factory, tmp_path: Path):
     assert httpx.get(gateway.admin_url + "/healthz").status_code == 200
     gateway.stop()
     assert gateway.process.stderr().count("public_base_url: expected an https:// URL") == 1
+
+
+def test_a_public_rule_without_methods_on_a_passthrough_path_warns(tmp_path: Path):
+    config = aidre_config(tmp_path, rate_limits=LIMITED, default_upstream="helpcentre")
+    config["auth"]["routes"] = [{"path": "/api/v1/health", "public": True},
+                                {"path": "/search", "public": True},
+                                {"path": "/api/v1/status", "methods": ["GET"], "public": True}]
+    [warning] = warnings_of(tmp_path, config)
+    assert warning.startswith("auth.routes[0].methods: expected the methods anonymous callers "
+                              "may use on /api/v1/health")
+    config["auth"]["routes"][0]["methods"] = ["GET"]
+    assert warnings_of(tmp_path, config) == []
