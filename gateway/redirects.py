@@ -124,7 +124,8 @@ def public_base(public_base_url: str | None, scheme: str, host: bytes,
                 forwarded_proto: bytes | None = None,
                 forwarded_host: bytes | None = None) -> str:
     """The public prefix for rewritten URLs: `public_base_url` when set, else the scheme and
-    host the client used (the forwarded ones only when passed, i.e. from a trusted proxy).
+    host the client used (the forwarded ones only when passed, i.e. from a trusted proxy; of a
+    list, the last value: the one the nearest proxy added).
 
     A host that is absent or not a plain host[:port] (a path, userinfo or scheme smuggled in)
     gives "": path-absolute references, which the client resolves against the URL it used.
@@ -132,11 +133,11 @@ def public_base(public_base_url: str | None, scheme: str, host: bytes,
     if public_base_url:
         return public_base_url.rstrip("/")
     if forwarded_proto:
-        proto = forwarded_proto.split(b",")[0].strip().lower()
+        proto = forwarded_proto.rsplit(b",", 1)[-1].strip().lower()
         if proto in (b"http", b"https"):
             scheme = proto.decode()
     if forwarded_host:
-        host = forwarded_host.split(b",")[0].strip()
+        host = forwarded_host.rsplit(b",", 1)[-1].strip()
     name = host.decode("latin-1")
     if not name or not _HOST.match(name):
         return ""

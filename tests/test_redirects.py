@@ -83,6 +83,17 @@ def test_forwarded_host_and_proto_from_a_trusted_proxy_are_honoured(echo: str, g
     assert response.headers["location"] == "https://www.example.com/x"
 
 
+def test_of_forwarded_lists_the_value_the_nearest_proxy_added_counts(echo: str,
+                                                                    gateway_factory):
+    behind = gateway_factory({"upstreams": {"legacy": {"url": echo}},
+                              "default_upstream": "legacy",
+                              "proxy": {"trusted_proxies": ["127.0.0.0/8"]}})
+    forwarded = {"x-forwarded-host": "evil.example, www.example.com",
+                 "x-forwarded-proto": "http, https"}
+    response = redirect(behind, [("location", f"{echo}/x")], forwarded)
+    assert response.headers["location"] == "https://www.example.com/x"
+
+
 def test_the_upstream_base_path_maps_onto_the_public_path(echo: str, gateway_factory):
     based = gateway_factory({"public_base_url": f"{PUBLIC}/shop/",
                              "upstreams": {"legacy": {"url": f"{echo}/base"}},

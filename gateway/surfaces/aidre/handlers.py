@@ -198,6 +198,8 @@ async def discovery(request: Request) -> Response:
     body = orjson.dumps(document)
     etag = '"' + _digest(body) + '"'
     headers = {"etag": etag, **_per_caller(generation, ctx)}
+    if not settings.public_base_url:  # its URLs come from the request: caches must key on it
+        headers["vary"] += ", Host, X-Forwarded-Host, X-Forwarded-Proto"
     if _matches(etag, _if_none_match(request.scope["headers"])):
         return Response(status_code=304, headers=headers)
     return Response(body, 200, headers, "application/json")  # §3.2: MUST be application/json
