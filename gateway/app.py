@@ -9,6 +9,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
 from gateway import errors, observability, tracing
+from gateway.bodytimer import has_body, timed_receive
 from gateway.context import RequestContext, request_id_from
 from gateway.headers import client_address, is_trusted
 from gateway.headlimits import check_head
@@ -46,6 +47,9 @@ class GatewayApp:
             client_address(peer, scope["headers"], generation.trusted_networks),
         )
         tagged_send = _tagging_send(send, ctx, generation)
+        if has_body(scope["headers"]):
+            listen = generation.settings.listen
+            receive = timed_receive(receive, listen.body_idle_timeout, listen.body_timeout)
         span = tracing.request_span(ctx.method, scope, trusted, _span_start(ctx, scope)) \
             if tracing.enabled() else tracing.OFF
         with span:

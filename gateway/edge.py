@@ -4,8 +4,12 @@
   over either, the answer is a short JSON 431 and the connection closes.
 - A header-read timeout: a request head must be complete within `header_timeout` of its first
   byte (of the connection's start, for its first request). Late, the connection gets a JSON
-  408 when some of the head has arrived, or is simply closed when nothing has. Bodies are not
-  timed here.
+  408 when some of the head has arrived, or is simply closed when nothing has. Bodies are
+  timed where they are read (bodytimer.py).
+- After the head, bytes that carry no body (chunk framing, chunk extensions, trailers, which
+  httptools also buffers until they end) are bounded like a head: more than a head's worth
+  since the last body bytes is 431. Trailer fields count towards the header caps and are
+  dropped: they never join the request's headers.
 - Malformed HTTP is answered with a short JSON 400 `invalid_http` instead of uvicorn's text.
 
 Every such answer carries a fresh request id (body and `X-Request-Id`) and `Connection: close`.
@@ -66,7 +70,7 @@ class EdgeProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._in_head = True  # the next bytes belong to a request head
         self._head_started = False  # some of that head has arrived
-        self._began_in_chunk = False
+        self._fresh_in_chunk = False  # a head began, a head ended or body bytes came in this read
         self._header_count = 0
         self._head_bytes = 0  # target + names + values seen so far
         self._raw_head_bytes = 0  # raw bytes of the head in progress, see _count_raw_head
@@ -90,7 +94,7 @@ class EdgeProtocol(HttpToolsProtocol):
         if self._refused:
             return
         self._unset_keepalive_if_required()
-        self._began_in_chunk = False
+        self._fresh_in_chunk = False
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -109,22 +113,21 @@ class EdgeProtocol(HttpToolsProtocol):
         self._count_raw_head(len(data))
 
     def _count_raw_head(self, size: int) -> None:
-        """Bound a field still in progress, which httptools buffers until it ends.
+        """Bound a field still in progress, which httptools buffers until it ends: a head's, or
+        after the head whatever carries no body bytes (chunk framing, extensions, trailers).
 
-        A chunk in which the head began (or the previous message ended) may also hold the end of
-        the previous request's body, so it is not counted: the bound is then loose by at most one
-        read, never falsely tight.
+        A read in which a head began or ended, or body bytes came, may also hold bytes of
+        something else, so it is not counted: the bound is then loose by at most one read,
+        never falsely tight.
         """
-        if not self._in_head:
-            return
-        self._raw_head_bytes = 0 if self._began_in_chunk else self._raw_head_bytes + size
+        self._raw_head_bytes = 0 if self._fresh_in_chunk else self._raw_head_bytes + size
         if self._raw_head_bytes > self._raw_allowance:
             self._refuse(head_too_large(self.limits.max_header_bytes))
 
     # Parser callbacks
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._in_head = self._head_started = self._began_in_chunk = True
+        self._in_head = self._head_started = self._fresh_in_chunk = True
         self._header_count = self._head_bytes = self._raw_head_bytes = 0
         self._arm_head_timer()
 
@@ -137,12 +140,18 @@ class EdgeProtocol(HttpToolsProtocol):
         if self._header_count > self.limits.max_headers:
             raise _HeadRefused(too_many_headers(self.limits.max_headers))
         self._add_head_bytes(len(name) + len(value))
-        super().on_header(name, value)
+        if self._in_head:  # a trailer would join headers the app has already read
+            super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._in_head = self._head_started = False
+        self._fresh_in_chunk = True
         self._cancel_head_timer()
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        self._fresh_in_chunk = True
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

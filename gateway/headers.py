@@ -69,6 +69,18 @@ def client_address(peer: str, headers: RawHeaders,
     return hops[0] if hops and hops[0] else peer
 
 
+def nearest_forwarded(headers: RawHeaders, name: bytes) -> bytes | None:
+    """The last value of an X-Forwarded-* list: the one the nearest (trusted) proxy added.
+
+    Earlier values come from further away, and a proxy that appends rather than replaces
+    passes on whatever the client sent; so, as for X-Forwarded-For, the nearest hop counts.
+    """
+    values = [value for field, value in headers if field == name]
+    if not values:
+        return None
+    return values[-1].rsplit(b",", 1)[-1].strip() or None
+
+
 def request_origin(scope: dict, networks: tuple[IPv4Network | IPv6Network, ...]) -> str:
     """`scheme://host[:port]` the client used: from X-Forwarded-Proto and -Host when the peer
     is a trusted proxy, else from the connection and Host. A malformed host is never echoed."""
@@ -76,9 +88,11 @@ def request_origin(scope: dict, networks: tuple[IPv4Network | IPv6Network, ...])
     fields = {name: value.decode("latin-1") for name, value in reversed(scope["headers"])}
     scheme, host = scope.get("scheme", "http"), fields.get(b"host", "")
     if is_trusted(peer, networks):
-        proto = fields.get(b"x-forwarded-proto", "").split(",")[0].strip().lower()
+        proto = (nearest_forwarded(scope["headers"], b"x-forwarded-proto") or b"").decode(
+            "latin-1").lower()
         scheme = proto if proto in ("http", "https") else scheme
-        host = fields.get(b"x-forwarded-host", "").split(",")[0].strip() or host
+        host = (nearest_forwarded(scope["headers"], b"x-forwarded-host") or b"").decode(
+            "latin-1") or host
     if not _HOST.fullmatch(host):
         server = scope.get("server") or ("localhost", None)
         host = server[0] if server[1] is None else f"{server[0]}:{server[1]}"

@@ -15,7 +15,12 @@ from urllib.parse import unquote_to_bytes
 
 from gateway import errors, tracing
 from gateway.context import RequestContext
-from gateway.headers import ClientInfo, client_response_headers, upstream_request_headers
+from gateway.headers import (
+    ClientInfo,
+    client_response_headers,
+    nearest_forwarded,
+    upstream_request_headers,
+)
 from gateway.redirects import REWRITTEN_FIELDS, UpstreamOrigin, public_base, rewrite_field
 from gateway.upstream import Transport, UpstreamError, UpstreamResponse
 
@@ -58,10 +63,15 @@ class BodyStream:
         self._limit = limit
         self.received = 0
         self.exceeded = False
+        self.failure: errors.GatewayError | None = None  # why reading stopped (e.g. 408)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         while True:
-            message = await self._receive()
+            try:
+                message = await self._receive()
+            except errors.GatewayError as error:
+                self.failure = error  # the upstream client may hide it behind its own error
+                raise
             if message["type"] == "http.disconnect":
                 raise ClientDisconnected()
             chunk = message.get("body", b"")
@@ -105,6 +115,8 @@ async def forward(
             ctx.upstream_error = exc.kind
             if stream is not None and stream.exceeded:
                 raise errors.request_too_large(options.max_body_bytes) from None
+            if stream is not None and stream.failure is not None:
+                raise stream.failure from None
             raise _as_gateway_error(exc) from None
         finally:
             ctx.upstream_seconds = time.perf_counter() - started
@@ -226,19 +238,13 @@ def _redirect_rewriter(
 
     def rewrite(name: bytes, value: bytes) -> bytes:
         if not base:
-            forwarded = dict(_first_forwarded(headers)) if trusted else {}
+            proto = nearest_forwarded(headers, b"x-forwarded-proto") if trusted else None
+            host = nearest_forwarded(headers, b"x-forwarded-host") if trusted else None
             base.append(public_base(options.public_base_url, client.scheme, client.host,
-                                    forwarded.get(b"x-forwarded-proto"),
-                                    forwarded.get(b"x-forwarded-host")))
+                                    proto, host))
         return rewrite_field(name, value, upstream, base[0])
 
     return rewrite
-
-
-def _first_forwarded(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """The first X-Forwarded-Proto and -Host, as the outermost trusted proxy set them."""
-    wanted = (b"x-forwarded-proto", b"x-forwarded-host")
-    return list(reversed([(name, value) for name, value in headers if name in wanted]))
 
 
 def _client_info(scope: Scope, headers: list[tuple[bytes, bytes]]) -> ClientInfo:

@@ -58,6 +58,13 @@ class Listener(Strict):
     keep_alive_timeout: Seconds = Field(
         15.0, description="How long an idle keep-alive connection is held between requests."
     )
+    body_idle_timeout: Seconds = Field(
+        15.0, description="Longest wait for the next chunk of a request body; later is 408."
+    )
+    body_timeout: Seconds = Field(
+        60.0, description="Longest time to read a whole request body, from its first read; "
+                          "later is 408."
+    )
 
 
 class AdminListener(Listener):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ipaddress import ip_address
 from urllib.parse import urlsplit
 
+from gateway import registry
 from gateway.settings import Settings
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
@@ -21,6 +22,29 @@ def core_warnings(settings: Settings) -> list[Problem]:
         found.append(("public_base_url",
                       f"expected an https:// URL, got {url!r}: discovery documents and the "
                       "URLs they give must be served over HTTPS (AI Discovery §6.4, AIDRE §3.1)"))
+    return found + public_rule_warnings(settings)
+
+
+def public_rule_warnings(settings: Settings) -> list[Problem]:
+    """`public: true` without `methods` on a path the passthrough serves admits every method
+    (a POST to a health check, say) and every path under it; surfaces answer only the methods
+    their routes take, so their paths are left alone (judged by the surfaces' capabilities)."""
+    if settings.auth is None or settings.default_upstream is None:
+        return []
+    surface_paths = [urlsplit(capability.endpoint).path
+                     for capability in registry.capabilities(settings)]
+    found = []
+    for index, rule in enumerate(settings.auth.routes):
+        if not rule.public or rule.methods is not None:
+            continue
+        prefix = rule.path.rstrip("/")
+        if prefix and any(path == prefix or path.startswith(prefix + "/")
+                          for path in surface_paths):
+            continue
+        found.append((f"auth.routes[{index}].methods",
+                      f"expected the methods anonymous callers may use on {rule.path}: "
+                      "without them every method (POST, DELETE, ...) is public there, on "
+                      "every path under it"))
     return found
 
 

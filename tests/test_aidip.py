@@ -276,6 +276,25 @@ def test_an_endpoint_resolving_to_a_metadata_address_is_refused(backend, echo,
                  502, "EndpointRefused")
 
 
+def test_refused_and_unencodable_endpoints_answer_endpoint_refused_not_500(backend, echo,
+                                                                          gateway_factory):
+    port = int(echo.rsplit(":", 1)[1])
+    config = aidip_gateway_config(backend, echo, aidip={
+        "breaker": {"failures": 1, "open_seconds": 60},
+        "egress": {"origins": [{"scheme": "http", "host": "metadata.test", "ports": [port]},
+                               {"scheme": "http", "host": "*.agent.test", "ports": [port]}],
+                   "hosts": {"metadata.test": ["169.254.169.254"]}}})
+    strict = gateway_factory(config)
+    for host in ("a" * 64 + ".agent.test", "x..agent.test"):  # DNS cannot carry these names
+        error = assert_error(call(strict, "POST", "/agents", "alice-key",
+                                  registration(f"http://{host}:{port}/x")), 400, "InvalidInput")
+        assert error["details"]["fields"][0]["field"] == "endpoint"
+    agent = register(strict, "alice-key", endpoint=f"http://metadata.test:{port}/latest")
+    for _ in range(3):  # a refusal sends nothing, so it never opens the agent's breaker
+        assert_error(call(strict, "POST", f"/agents/{agent['id']}/invoke", None,
+                          {"text": "x"}), 502, "EndpointRefused")
+
+
 def test_the_breaker_opens_after_failures_and_closes_after_a_good_call(
         backend, echo, gateway_factory):
     config = aidip_gateway_config(backend, echo,

@@ -6,13 +6,15 @@ link-local addresses, and the guard must refuse before any connection is made.
 
 from __future__ import annotations
 
+from ipaddress import ip_address
+
 import httpx
 import pytest
 
 from gateway.surfaces.aidip.breaker import Breaker
 from gateway.surfaces.aidip.catalog import Agent
 from gateway.surfaces.aidip.config import Egress
-from gateway.surfaces.aidip.egress import EgressClient, EgressRefused
+from gateway.surfaces.aidip.egress import EgressClient, EgressPolicy, EgressRefused
 from gateway.surfaces.aidip.search import ranked
 
 
@@ -48,6 +50,9 @@ def received(echo: str) -> int:
 @pytest.mark.parametrize("address", [
     "127.0.0.1", "169.254.169.254", "10.0.0.5", "192.168.1.1", "172.16.0.1", "100.64.0.1",
     "::1", "fe80::1", "fd00:ec2::254", "::ffff:127.0.0.1", "0.0.0.0",
+    # IPv6 forms that carry a private IPv4 address (NAT64, 6to4, compatible, SIIT), site-local
+    "::127.0.0.1", "64:ff9b::10.0.0.1", "64:ff9b::169.254.169.254", "2002:a9fe:a9fe::1",
+    "::ffff:0:a9fe:a9fe", "fec0::1",
 ])
 async def test_names_resolving_to_special_addresses_are_refused(echo: str, address: str):
     client = EgressClient(egress(port_of(echo)), StubResolver([address]))
@@ -56,6 +61,40 @@ async def test_names_resolving_to_special_addresses_are_refused(echo: str, addre
         await client.post(f"http://agent.test:{port_of(echo)}/echo/x", b"{}", {})
     await client.aclose()
     assert received(echo) == before
+
+
+@pytest.mark.parametrize(("address", "allowed"), [
+    ("64:ff9b::93.184.216.34", True),  # NAT64 of a public address reaches a public address
+    ("2002:5db8:d822::1", True),  # 6to4 relay of a public address
+    ("64:ff9b::127.0.0.1", False),
+    ("64:ff9b:1::a00:1", False),  # local-use NAT64 prefix
+    ("2002:7f00:1::1", False),
+    ("::ffff:0:10.0.0.1", False),
+    ("::", False), ("::0.0.0.0", False), ("fec0::1", False), ("240.0.0.1", False),
+    ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo
+])
+def test_embedded_ipv4_addresses_are_judged_by_what_they_reach(address: str, allowed: bool):
+    policy = EgressPolicy(egress(1))
+    assert policy.address_allowed(ip_address(address)) is allowed
+
+
+def test_reserved_and_site_local_are_refused_even_inside_allowed_networks():
+    policy = EgressPolicy(egress(1, allow=["fec0::/10", "::/8", "240.0.0.0/4", "10.0.0.0/8"]))
+    assert not policy.address_allowed(ip_address("fec0::1"))
+    assert not policy.address_allowed(ip_address("::"))
+    assert not policy.address_allowed(ip_address("240.0.0.1"))
+    assert policy.address_allowed(ip_address("64:ff9b::10.0.0.1"))  # its IPv4 is allowed
+
+
+class UnencodableResolver:
+    async def resolve(self, host: str, port: int) -> list[str]:
+        raise UnicodeError("label too long")  # what the idna codec raises
+
+
+async def test_a_name_the_resolver_cannot_encode_is_refused_not_raised(echo: str):
+    client = EgressClient(egress(port_of(echo)), UnencodableResolver())
+    with pytest.raises(EgressRefused):
+        await client.post(f"http://agent.test:{port_of(echo)}/echo/x", b"{}", {})
 
 
 async def test_rebinding_between_check_and_connect_is_refused(echo: str):

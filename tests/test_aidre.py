@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import math
+import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from aidre_config import SPACE, aidre_gateway_config, collection
 from processes import Gateway
 
 from gateway.demo.embedding import embed
+from gateway.surfaces.cursors import seal
 
 AIDRE_JSON = "application/aidre+json"
 
@@ -283,6 +287,31 @@ def test_cursors_cannot_be_forged_or_replayed_against_another_query(gateway: Gat
     assert_error(search(gateway, {**other, "cursor": cursor}), 400, "invalid_request")
     assert search(gateway, {**body, "cursor": cursor}).status_code == 200
 
+
+
+def test_a_cursor_sealed_with_the_right_key_but_the_wrong_payload_is_refused_not_a_500(
+        backend: str, gateway_factory, tmp_path: Path):
+    secret = "a-secret-the-forger-knows"
+    keyed = gateway_factory(aidre_gateway_config(backend, tmp_path,
+                                                 aidre={"cursor_secret": secret}))
+    body = {"query": "refund", "collection": "articles", "top_k": 2}
+    later = int(time.time()) + 600
+    for payload in (b"", b"x", b'{"o":"x"}', b"\0" * 27, b"\0" * 29,
+                    struct.pack(">IQ16s", 10**9, later, b"\0" * 16)):
+        assert_error(search(keyed, {**body, "cursor": seal(secret.encode(), payload)}), 400,
+                     "invalid_request")
+    assert search(keyed, {**body, "cursor": search(keyed, body).json()["meta"][
+        "next_cursor"]}).status_code == 200
+
+
+def test_cursors_do_not_say_where_the_next_page_starts(gateway: Gateway):
+    body = {"query": "account", "collection": "articles", "top_k": 1}
+    cursors = [search(gateway, {**body, "top_k": top_k}).json()["meta"]["next_cursor"]
+               for top_k in (1, 1, 9, 50)]
+    assert len(set(cursors)) == 4 and len({len(c) for c in cursors}) == 1
+    for cursor in cursors:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        assert b'"o"' not in raw and b"offset" not in raw
 
 
 def test_without_a_cursor_secret_replicas_with_one_config_share_cursors(

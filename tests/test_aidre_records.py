@@ -90,6 +90,45 @@ def test_an_internal_chunk_is_the_same_404_as_a_missing_one(demo: Gateway):
     assert "articles:art-0001" not in INTERNAL and public["metadata"]["visibility"] == "public"
 
 
+def test_hidden_records_neither_shorten_a_page_nor_show_where_they_rank(demo: Gateway):
+    body = {"query": "The mobile app keeps crashing", "collection": "articles", "top_k": 3}
+    everything = [r["id"] for r in all_results(demo, {**body, "top_k": 50}, key=ARTICLES_KEY)]
+    public = [item for item in everything if item not in INTERNAL]
+    assert public != everything[:len(public)]  # hidden records rank among the public ones
+    first = search(demo, body).json()
+    assert first["meta"]["returned"] == 3 and "truncated" not in first["meta"]
+    assert [r["id"] for r in first["results"]] == public[:3]
+    pages, cursor = [], None
+    for _ in range(len(public) + 1):
+        page = search(demo, {**body, "top_k": 1, **({"cursor": cursor} if cursor else {})})
+        pages.append(page.json())
+        cursor = pages[-1]["meta"].get("next_cursor")
+        if cursor is None:
+            break
+    assert [p["meta"]["returned"] for p in pages] == [1] * len(public)  # never an empty page
+    assert [r["id"] for p in pages for r in p["results"]] == public
+
+
+def test_the_call_budget_ends_a_page_early_and_its_cursor_continues(demo, backend,
+                                                                   gateway_factory, tmp_path):
+    config = demo_aidre_config(backend, tmp_path)
+    config["aidre"]["max_upstream_calls"] = 4  # one search page and three visibility lookups
+    gateway = gateway_factory(config)
+    body = {"query": "The mobile app keeps crashing", "collection": "articles", "top_k": 10}
+    first = search(gateway, body).json()
+    assert first["meta"]["truncated"] is True and first["meta"]["returned"] <= 3
+    seen, cursor = [], first["meta"]["next_cursor"]
+    seen += [r["id"] for r in first["results"]]
+    for _ in range(100):
+        page = search(gateway, {**body, "cursor": cursor}).json()
+        assert page["meta"]["returned"] <= 3
+        seen += [r["id"] for r in page["results"]]
+        cursor = page["meta"].get("next_cursor")
+        if cursor is None:
+            break
+    assert seen == [r["id"] for r in all_results(demo, {**body, "top_k": 50})]
+
+
 @pytest.mark.parametrize("scopes,seen", [
     ((), {"p"}),
     (("staff:read",), {"p", "i"}),

@@ -144,6 +144,23 @@ def test_without_public_base_url_urls_follow_a_trusted_proxy(backend, gateway_fa
     assert direct["endpoints"]["search"] == f"{behind.url}/search"
 
 
+def test_the_nearest_trusted_hops_forwarded_values_win_and_caches_key_on_them(
+        backend, gateway_factory, tmp_path):
+    config = aidre_gateway_config(backend, tmp_path, proxy={"trusted_proxies": ["127.0.0.1"]})
+    del config["public_base_url"]
+    config["auth"]["resource"] = "https://ai.example.com"
+    behind = gateway_factory(config)
+    # A CDN that appends passes the client's own (spoofed) values on in front of its own.
+    for forwarded in ([("x-forwarded-host", "evil.example, ai.example.org"),
+                       ("x-forwarded-proto", "http, https")],
+                      [("x-forwarded-host", "evil.example"), ("x-forwarded-host", "ai.example.org"),
+                       ("x-forwarded-proto", "http"), ("x-forwarded-proto", "https")]):
+        response = httpx.get(behind.url + "/.well-known/ai-discovery", headers=forwarded)
+        assert response.json()["endpoints"]["search"] == "https://ai.example.org/search"
+        varied = {name.strip().lower() for name in response.headers["vary"].split(",")}
+        assert {"host", "x-forwarded-host", "x-forwarded-proto", "authorization"} <= varied
+
+
 def test_forwarded_fields_from_an_untrusted_peer_are_ignored(backend, gateway_factory,
                                                              tmp_path):
     config = aidre_gateway_config(backend, tmp_path)

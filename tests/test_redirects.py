@@ -46,6 +46,15 @@ def test_every_url_field_is_rewritten(gateway: Gateway, echo: str):
     assert echo not in str(response.headers)
 
 
+def test_forms_browsers_normalise_are_rewritten_too(gateway: Gateway, echo: str):
+    authority = echo.removeprefix("http://")
+    response = redirect(gateway, [("location", f"http:\\\\{authority}/a"),
+                                  ("refresh", f"0;url='{echo}/b")])
+    assert response.headers["location"] == f"{PUBLIC}/a"
+    assert response.headers["refresh"] == f"0;url='{PUBLIC}/b"
+    assert authority not in str(response.headers)
+
+
 @pytest.mark.parametrize("location", [
     "https://login.example.org/sso?from=x", "/relative/path?q=1", "next", "http://127.0.0.1:9/x",
 ])
@@ -70,6 +79,17 @@ def test_forwarded_host_and_proto_from_a_trusted_proxy_are_honoured(echo: str, g
                               "default_upstream": "legacy",
                               "proxy": {"trusted_proxies": ["127.0.0.0/8"]}})
     forwarded = {"x-forwarded-host": "www.example.com", "x-forwarded-proto": "https"}
+    response = redirect(behind, [("location", f"{echo}/x")], forwarded)
+    assert response.headers["location"] == "https://www.example.com/x"
+
+
+def test_of_forwarded_lists_the_value_the_nearest_proxy_added_counts(echo: str,
+                                                                    gateway_factory):
+    behind = gateway_factory({"upstreams": {"legacy": {"url": echo}},
+                              "default_upstream": "legacy",
+                              "proxy": {"trusted_proxies": ["127.0.0.0/8"]}})
+    forwarded = {"x-forwarded-host": "evil.example, www.example.com",
+                 "x-forwarded-proto": "http, https"}
     response = redirect(behind, [("location", f"{echo}/x")], forwarded)
     assert response.headers["location"] == "https://www.example.com/x"
 
@@ -107,6 +127,15 @@ def test_rewriting_can_be_turned_off_per_upstream(echo: str, gateway_factory):
     ("http://up/base", "http://up/base?x=1", "https://pub/?x=1"),
     ("http://up", "http://up:bad/x", "http://up:bad/x"),
     ("http://up", "/up/x", "/up/x"),
+    # what browsers read as the upstream (WHATWG URL parsing of http and https)
+    ("http://up:81", "http:\\\\up:81/a", "https://pub/a"),
+    ("http://up:81", "http:/\\up:81\\a", "https://pub/a"),
+    ("http://up:81", "http:up:81/a", "https://pub/a"),
+    ("http://up:81", "HTTP:///up:81/a", "https://pub/a"),
+    ("http://up:81", "\\\\up:81/a", "https://pub/a"),
+    ("http://up:81", "/\\up:81/a", "https://pub/a"),
+    ("http://up:81", " \x00http://u\tp:81/a\n", "https://pub/a"),
+    ("http://up:81", "\\other/a", "\\other/a"),
 ])
 def test_upstream_origin_rewrite(upstream: str, reference: str, expected: str):
     assert UpstreamOrigin.from_url(upstream).rewrite(reference, "https://pub") == expected
@@ -116,6 +145,9 @@ def test_upstream_origin_rewrite(upstream: str, reference: str, expected: str):
     (b"0;URL='http://up/a'", b"0;URL='https://pub/a'"),
     (b"3, http://up/a", b"3, https://pub/a"),
     (b"10", b"10"),
+    (b"0;url='http://up/a", b"0;url='https://pub/a"),  # unbalanced: the URL runs to the end
+    (b"0; url=\"http://up/a\" trailing", b"0; url=\"https://pub/a\" trailing"),
+    (b"0 http:\\\\up/a", b"0 https://pub/a"),
 ])
 def test_refresh_forms(value: bytes, expected: bytes):
     upstream = UpstreamOrigin.from_url("http://up")

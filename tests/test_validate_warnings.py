@@ -4,6 +4,7 @@ AIDRE §11.1); discovery must be reachable over HTTPS with its auth documentatio
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,17 +37,53 @@ def warnings_of(tmp_path: Path, config: dict[str, Any]) -> list[str]:
     return [f"{issue.path}: {issue.message}" for issue in load_config(path, env={}).warnings]
 
 
-def aidre_config(tmp_path: Path, **top: Any) -> dict[str, Any]:
+STRONG_SECRET = "q8Vt3kR0xLm2Zp7Wc9Yh4Nb6Jd1Fs5Ga"
+
+
+def aidre_config(tmp_path: Path, *, aidre: dict | None = None, **top: Any) -> dict[str, Any]:
     return aidre_gateway_config("http://127.0.0.1:9", tmp_path, service=SERVICE,
-                                ai_endpoint={"capabilities": []}, **top)
+                                ai_endpoint={"capabilities": []},
+                                aidre={"cursor_secret": STRONG_SECRET, **(aidre or {})}, **top)
 
 
-def test_the_demo_config_is_valid_even_with_strict():
-    result = subprocess.run([sys.executable, "-m", "gateway", "validate", "--strict",
-                             "config/demo.yaml"], capture_output=True, text=True, cwd=ROOT,
-                            timeout=60)
+def validate_demo(**env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway", "validate", "--strict",
+                           "config/demo.yaml"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60, env={**os.environ, **env})
+
+
+def test_the_demo_config_is_valid_even_with_strict_once_given_a_cursor_secret():
+    result = validate_demo(AIGW_CURSOR_SECRET=STRONG_SECRET)
     assert result.returncode == 0, result.stderr
     assert "warnings: 0" in result.stdout and result.stderr == ""
+
+
+def test_the_demo_cursor_secret_default_warns():
+    result = validate_demo()
+    assert result.returncode == 1
+    assert "aidre.cursor_secret: expected a random secret" in result.stderr
+    assert "demo-cursor-secret" not in result.stderr  # the value itself is never printed
+
+
+@pytest.mark.parametrize("secret, warned", [
+    (None, "expected a secret: without one the cursor key is derived"),
+    ("short-but-random-x7", "expected a random secret"),
+    ("please-change-me-before-production-use", "expected a random secret"),
+    (STRONG_SECRET, None),
+])
+def test_a_cursor_secret_others_can_know_warns(tmp_path: Path, secret: str | None,
+                                               warned: str | None):
+    config = aidre_config(tmp_path, rate_limits=LIMITED)
+    if secret is None:
+        del config["aidre"]["cursor_secret"]
+    else:
+        config["aidre"]["cursor_secret"] = secret
+    found = warnings_of(tmp_path, config)
+    if warned is None:
+        assert found == []
+    else:
+        [warning] = found
+        assert warning.startswith(f"aidre.cursor_secret: {warned}")
 
 
 def test_unlimited_aidre_endpoints_warn_and_fail_with_strict(tmp_path: Path):
@@ -116,3 +153,15 @@ def test_run_logs_each_warning_once(gateway_factory, tmp_path: Path):
     assert httpx.get(gateway.admin_url + "/healthz").status_code == 200
     gateway.stop()
     assert gateway.process.stderr().count("public_base_url: expected an https:// URL") == 1
+
+
+def test_a_public_rule_without_methods_on_a_passthrough_path_warns(tmp_path: Path):
+    config = aidre_config(tmp_path, rate_limits=LIMITED, default_upstream="helpcentre")
+    config["auth"]["routes"] = [{"path": "/api/v1/health", "public": True},
+                                {"path": "/search", "public": True},
+                                {"path": "/api/v1/status", "methods": ["GET"], "public": True}]
+    [warning] = warnings_of(tmp_path, config)
+    assert warning.startswith("auth.routes[0].methods: expected the methods anonymous callers "
+                              "may use on /api/v1/health")
+    config["auth"]["routes"][0]["methods"] = ["GET"]
+    assert warnings_of(tmp_path, config) == []

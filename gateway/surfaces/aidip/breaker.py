@@ -37,6 +37,10 @@ class Breaker:
         self.open_until = None
         self.trial = False
 
+    def release(self) -> None:
+        """The call ended without telling anything about the agent: a trial may run again."""
+        self.trial = False
+
     def failure(self) -> None:
         self.failures += 1
         if self.trial or self.failures >= self.threshold:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from gateway.surfaces.aidip.addresses import effective, is_public
 from gateway.surfaces.aidip.config import Egress, Origin
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -81,6 +82,8 @@ class EgressPolicy:
             return "credentials in the URL are not allowed"
         if parts.fragment:
             return "a fragment is not allowed"
+        if not _valid_host(parts.hostname):
+            return "the host name is not valid"
         port = port or _DEFAULT_PORTS[parts.scheme]
         if not any(_origin_matches(o, parts.scheme, parts.hostname, port) for o in self.origins):
             return "this origin is not allowed for registered agents"
@@ -90,11 +93,12 @@ class EgressPolicy:
         return None
 
     def address_allowed(self, address: IPv4Address | IPv6Address) -> bool:
-        if isinstance(address, IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        if any(address in network for network in self.allowed):
+        reached = effective(address)
+        if reached is None:
+            return False
+        if any(reached in network for network in self.allowed):
             return True
-        return address.is_global and not address.is_multicast
+        return is_public(reached)
 
     def checked(self, addresses: list[str]) -> list[str]:
         """The addresses when every one is allowed; refused when any is not (or none came)."""
@@ -152,11 +156,15 @@ class EgressClient:
                 self.policy.checked(await self.resolver.resolve(host, port))
             except OSError:
                 raise EgressFailed("connect") from None
+            except ValueError:  # the name cannot be encoded (UnicodeError is a ValueError)
+                raise EgressRefused("host name") from None
         try:
             async with asyncio.timeout(timeout or self.timeout):
                 return await self._send(url, body, headers)
         except TimeoutError:
             raise EgressFailed("timeout") from None
+        except ValueError:
+            raise EgressRefused("url") from None
 
     async def _send(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
         session = self._session or self._open()
@@ -206,6 +214,18 @@ def _origin_matches(origin: Origin, scheme: str, host: str, port: int) -> bool:
     if pattern.startswith("*."):
         return host.endswith(pattern[1:]) and host != pattern[2:]
     return host == pattern
+
+
+def _valid_host(host: str) -> bool:
+    """A literal address, or a name DNS can carry (labels of 1-63 bytes, 253 in all)."""
+    if _literal(host) is not None:
+        return True
+    try:
+        encoded = host.rstrip(".").encode("idna")
+    except UnicodeError:
+        return False
+    labels = encoded.split(b".")
+    return len(encoded) <= 253 and all(0 < len(label) <= 63 for label in labels)
 
 
 def _literal(host: str) -> IPv4Address | IPv6Address | None:

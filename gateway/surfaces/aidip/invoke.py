@@ -93,7 +93,10 @@ class Invoker:
             for item in items:
                 outputs.append(await self._one(agent, operation, item, ctx, credentials))
         except AgentFailure as failure:
-            breaker.failure()
+            if failure.kind == "refused":
+                breaker.release()  # nothing was sent: says nothing about the agent's health
+            else:
+                breaker.failure()
             ctx.upstream_error = failure.kind
             log.warning("agent call failed", extra={"fields": {
                 "request_id": ctx.request_id, "agent": agent.id, "kind": failure.kind}})

@@ -29,8 +29,10 @@ class AidrePlugin(Surface):
 
     def warnings(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
         from gateway.surfaces.aidre.capabilities import endpoint_warnings
+        from gateway.surfaces.aidre.checks import cursor_warnings
 
-        return endpoint_warnings(settings, self.section(settings))
+        section = self.section(settings)
+        return endpoint_warnings(settings, section) + cursor_warnings(section)
 
     def policy_problems(self, settings: Settings, pack: PolicyPack) -> list[Problem]:
         from gateway.surfaces.aidre.checks import vector_rule_problems

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from gateway.mapping import MappingError
 from gateway.policy.config import PolicyPack
 from gateway.settings import Settings
@@ -23,6 +25,25 @@ def aidre_problems(settings: Settings, aidre: Aidre | None) -> list[tuple[str, s
     if aidre.default_top_k > aidre.max_top_k:
         problems.append(("aidre.default_top_k", "expected at most aidre.max_top_k"))
     return problems
+
+
+_PLACEHOLDER = re.compile(r"change-?me|example|demo|secret|password", re.IGNORECASE)
+_MIN_SECRET_LENGTH = 32
+
+
+def cursor_warnings(aidre: Aidre | None) -> list[tuple[str, str]]:
+    """A cursor key others can know: whoever knows it can forge cursors (and read them)."""
+    if aidre is None or not aidre.enabled:
+        return []
+    if aidre.cursor_secret is None:
+        return [("aidre.cursor_secret", "expected a secret: without one the cursor key is "
+                 "derived from the config, so whoever can read the config can forge cursors")]
+    value = aidre.cursor_secret.get_secret_value()
+    if len(value) < _MIN_SECRET_LENGTH or _PLACEHOLDER.search(value):
+        return [("aidre.cursor_secret", f"expected a random secret of at least "
+                 f"{_MIN_SECRET_LENGTH} characters, not a placeholder such as the demo's "
+                 "default: whoever guesses it can forge cursors")]
+    return []
 
 
 def vector_rule_problems(aidre: Aidre | None, pack: PolicyPack) -> list[tuple[str, str]]:

@@ -39,7 +39,8 @@ class RecordVisibility(Strict):
     )
     lookup: Literal["none", "chunk"] = Field(
         "none", description="`chunk`: a search hit whose mapping gives no visibility is read "
-        "through the chunk operation to learn it (one upstream call per hit).",
+        "through the chunk operation to learn it (one upstream call per hit, counted in "
+        "aidre.max_upstream_calls).",
     )
 
 
@@ -76,8 +77,14 @@ class Aidre(Strict):
     )
     max_query_chars: Annotated[int, Field(ge=1, le=100_000)] = 2000
     cursor_secret: SecretStr | None = Field(
-        None, description="HMAC key for pagination cursors. Unset: a key derived from this "
-        "section, the same in every replica with the same config, but not secret."
+        None, description="Key that encrypts and authenticates pagination cursors. Unset: a "
+        "key derived from this section, the same in every replica with the same config, but "
+        "not secret (whoever reads the config can read and forge cursors)."
+    )
+    max_upstream_calls: Annotated[int, Field(ge=2, le=1000)] = Field(
+        60, description="Upstream calls one search may make: search pages (read on until "
+        "top_k records the caller may see) and record_visibility lookups. Past it the page "
+        "ends early with meta.truncated and a next_cursor that continues.",
     )
     cursor_ttl: Annotated[int, Field(ge=60, le=86400)] = 3600
     discovery_max_age: Annotated[int, Field(ge=0, le=86400)] = 300

@@ -40,7 +40,7 @@ class AidreSurface:
         key = secret.get_secret_value().encode() if secret else \
             derived_key(self.settings, generation.settings.public_base_url)
         self.cursors = CursorSigner(key, self.settings.cursor_ttl)
-        self.more = self.truncated = False  # set by `collect` for this request's page
+        self.page = window.Window([])  # set by `collect` for this request
 
     @property
     def collections(self) -> dict[str, CompiledCollection]:
@@ -59,24 +59,30 @@ class AidreSurface:
         return replace(query, offset=offset)
 
     async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
-        """The page at the query's offset, with what policy needs to decide on each record."""
+        """The caller's page at the query's offset: policy decides on each record as it is
+        read, so hidden records neither shorten the page nor show in whether more follow."""
         collection = self.collections[query.collection or ""]
         operation = self._operation(query)
-        page = await window.gather(operation, self._target(operation), query, fetch)
-        self.more, self.truncated = page.more, page.truncated
-        if collection.chunk is not None:
-            await window.learn_visibility(collection, self._target(collection.chunk),
-                                          page.hits, query, fetch)
-        return page.hits
+        chunk_target = self._target(collection.chunk) if collection.chunk else None
+        source = window.Source(collection, operation, self._target(operation), chunk_target)
+        policy = self.generation.pipeline.policy
+        self.page = await window.gather(
+            source, query, fetch, lambda hits: policy.after(ctx, query, hits),
+            window.Budget(self.settings.max_upstream_calls))
+        return self.page.hits
 
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
-        """`hits` is the page less what policy removed; the cursor counts upstream positions."""
+        """The cursor holds an upstream position, encrypted (it counts hidden records)."""
         collection = self.collections[query.collection or ""]
         meta: dict[str, Any] = {"returned": len(hits), "top_k": query.top_k}
-        if self.more:
-            meta["next_cursor"] = self.cursors.issue(_cursor_key(query),
-                                                     query.offset + query.top_k)
-        if self.truncated:
+        truncated = self.page.truncated
+        if self.page.next_offset is not None:
+            cursor = self.cursors.issue(_cursor_key(query), self.page.next_offset)
+            if cursor is None:
+                truncated = True  # deeper than cursors go
+            else:
+                meta["next_cursor"] = cursor
+        if truncated:
             meta["truncated"] = True
         results = [render.result(hit, collection, query.fields) for hit in hits]
         return render.json_response({"request_id": ctx.request_id,
@@ -192,6 +198,8 @@ async def discovery(request: Request) -> Response:
     body = orjson.dumps(document)
     etag = '"' + _digest(body) + '"'
     headers = {"etag": etag, **_per_caller(generation, ctx)}
+    if not settings.public_base_url:  # its URLs come from the request: caches must key on it
+        headers["vary"] += ", Host, X-Forwarded-Host, X-Forwarded-Proto"
     if _matches(etag, _if_none_match(request.scope["headers"])):
         return Response(status_code=304, headers=headers)
     return Response(body, 200, headers, "application/json")  # §3.2: MUST be application/json

@@ -1,11 +1,18 @@
-"""One page of a search, gathered from the upstream: paged past its cap where the operation
-takes an offset, marked truncated where it cannot be, and with each record's visibility learnt
-when the search answer does not carry it. Which records the caller sees is policy's decision."""
+"""One page of a search, gathered from the upstream: the first `top_k` records the caller may
+see from the cursor's position on, read through as many upstream pages (and visibility
+lookups) as that takes, within the request's call budget.
+
+Records are filtered while the page is gathered, not after, so a page never comes back short
+because something hidden sat in it, and whether a next page exists is decided by the records
+the caller would see on it: neither the page size nor the cursor's presence says that hidden
+records exist or where they rank.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +25,36 @@ from gateway.surfaces.aidre.collections import CompiledCollection, Operation
 # An item id goes into an upstream path: nothing that could change which path that is.
 ITEM_ID = re.compile(r"[A-Za-z0-9._~-]{1,256}")
 
+Visible = Callable[[list[Hit]], list[Hit]]  # the records of a batch the caller may see
+
 
 @dataclass(slots=True)
 class Window:
-    hits: list[Hit]  # the page, before policy removes what the caller may not see
-    more: bool = False  # the upstream has results after this page
-    truncated: bool = False  # the upstream's cap ends the results here; more may exist
+    hits: list[Hit]  # at most top_k records the caller may see, in the upstream's order
+    next_offset: int | None = None  # the upstream position the next page starts from
+    truncated: bool = False  # the page ends early: the upstream's cap or the call budget
+
+
+class Budget:
+    """Upstream calls one search may still make (search pages and visibility lookups)."""
+
+    def __init__(self, calls: int) -> None:
+        self.left = calls
+
+    def take(self, wanted: int = 1) -> int:
+        granted = min(wanted, self.left)
+        self.left -= granted
+        return granted
+
+
+@dataclass(slots=True)
+class Source:
+    """Where the records come from: the search operation and, for lookups, the chunk one."""
+
+    collection: CompiledCollection
+    operation: Operation
+    target: ProxyTarget
+    chunk_target: ProxyTarget | None
 
 
 def values(query: Query, offset: int, count: int) -> dict[str, Any]:
@@ -33,49 +64,72 @@ def values(query: Query, offset: int, count: int) -> dict[str, Any]:
             "visibility": ",".join(query.filters.get("visibility", ()))}
 
 
-async def gather(operation: Operation, target: ProxyTarget, query: Query,
-                 fetch: Fetch) -> Window:
-    """Items [offset, offset + top_k] of the upstream's ranking (one more, to see if more
-    follow), paged through the upstream's cap or cut by it."""
-    wanted = query.top_k + 1
-    if operation.paginates:
-        hits = await _paged(operation, target, query, wanted, fetch)
-        return Window(hits[:query.top_k], more=len(hits) > query.top_k)
+async def gather(source: Source, query: Query, fetch: Fetch, visible: Visible,
+                 budget: Budget) -> Window:
+    """The caller's page at `query.offset`, and one visible record more to know if more follow."""
+    found: list[tuple[int, Hit]] = []  # (upstream position, record) of each visible record
+    position = query.offset
+    while len(found) <= query.top_k:
+        if not budget.take():
+            return _window(found, query, position, out_of_budget=True)
+        batch, ended, capped = await _read(source.operation, source.target, query, position,
+                                           query.top_k + 1 - len(found), fetch)
+        resolved = await learn_visibility(source, batch, query, fetch, budget)
+        kept = {id(hit) for hit in visible(batch[:resolved])}
+        found += [(position + index, hit) for index, hit in enumerate(batch[:resolved])
+                  if id(hit) in kept]
+        position += resolved
+        if resolved < len(batch):
+            return _window(found, query, position, out_of_budget=True)
+        if ended:
+            return _window(found, query, None, capped=capped)
+    return _window(found, query, None)
+
+
+def _window(found: list[tuple[int, Hit]], query: Query, resume: int | None, *,
+            out_of_budget: bool = False, capped: bool = False) -> Window:
+    hits = [hit for _, hit in found[:query.top_k]]
+    if len(found) > query.top_k:
+        return Window(hits, next_offset=found[query.top_k][0])
+    if out_of_budget:
+        return Window(hits, next_offset=resume, truncated=True)
+    return Window(hits, truncated=capped)
+
+
+async def _read(operation: Operation, target: ProxyTarget, query: Query, position: int,
+                count: int, fetch: Fetch) -> tuple[list[Hit], bool, bool]:
+    """(records from `position` on, the upstream has no more, its cap ended them)."""
     cap = operation.settings.max_items
-    needed = query.offset + wanted
+    if operation.paginates:
+        asked = min(count, cap) if cap else count
+        batch = await fetch(operation.call(target, values(query, position, asked)))
+        return batch, len(batch) < asked, False
+    needed = position + count  # no offset upstream: ask from the top, slice here
     asked = min(needed, cap) if cap else needed
+    if asked <= position:
+        return [], True, True
     answered = await fetch(operation.call(target, values(query, 0, asked)))
-    hits = answered[query.offset:]
-    truncated = asked < needed and len(answered) >= asked
-    return Window(hits[:query.top_k], more=len(hits) > query.top_k, truncated=truncated)
+    ended = len(answered) < asked or asked < needed
+    return answered[position:], ended, asked < needed and len(answered) >= asked
 
 
-async def _paged(operation: Operation, target: ProxyTarget, query: Query, wanted: int,
-                 fetch: Fetch) -> list[Hit]:
-    cap = operation.settings.max_items or wanted
-    hits: list[Hit] = []
-    offset = query.offset
-    while len(hits) < wanted:
-        count = min(wanted - len(hits), cap)
-        page = await fetch(operation.call(target, values(query, offset, count)))
-        hits += page
-        if len(page) < count:
-            break  # the upstream has no more
-        offset += len(page)
-    return hits[:wanted]
-
-
-async def learn_visibility(collection: CompiledCollection, target: ProxyTarget,
-                           hits: list[Hit], query: Query, fetch: Fetch) -> None:
-    """Read each hit without a visibility through the chunk operation, when configured."""
-    rules = collection.settings.record_visibility
-    if rules is None or rules.lookup != "chunk" or collection.chunk is None:
-        return
-    missing = [hit for hit in hits if hit.metadata.get("visibility") is None]
-    found = await asyncio.gather(*(_visibility(collection.chunk, target, hit.id, query, fetch)
-                                   for hit in missing))
-    for hit, visibility in zip(missing, found, strict=True):
-        hit.metadata["visibility"] = visibility
+async def learn_visibility(source: Source, hits: list[Hit], query: Query, fetch: Fetch,
+                           budget: Budget) -> int:
+    """Read each hit without a visibility through the chunk operation, when configured and
+    within the budget; how many leading hits are ready for policy to decide on."""
+    rules = source.collection.settings.record_visibility
+    chunk = source.collection.chunk
+    if rules is None or rules.lookup != "chunk" or chunk is None \
+            or source.chunk_target is None:
+        return len(hits)
+    missing = [index for index, hit in enumerate(hits)
+               if hit.metadata.get("visibility") is None]
+    granted = budget.take(len(missing))
+    found = await asyncio.gather(*(_visibility(chunk, source.chunk_target, hits[index].id,
+                                               query, fetch) for index in missing[:granted]))
+    for index, visibility in zip(missing, found, strict=False):
+        hits[index].metadata["visibility"] = visibility
+    return missing[granted] if granted < len(missing) else len(hits)
 
 
 async def _visibility(chunk: Operation, target: ProxyTarget, item: str, query: Query,

@@ -132,7 +132,7 @@ class PdppService:
         cursor = None
         if more:
             last = shown[-1]
-            cursor = self.cursors.issue(binding, [last.data.get(
+            cursor = self.cursors.issue_position(binding, [last.data.get(
                 access.stream.settings.cursor_field), last.key])
         captured = entry.snapshot.captured_at
         document = render.page(
