@@ -150,7 +150,8 @@ def _mount_surfaces(loaded: LoadedConfig) -> list[Mount]:
     """Every installed surface the config enables, built for this generation."""
     settings = loaded.settings
     packs = tuple(PolicyPack.model_validate(pack) for pack in loaded.policies.values())
-    context = MountContext(settings, registry.capabilities(settings), loaded.modified, packs)
+    context = MountContext(settings, registry.capabilities(settings), loaded.modified, packs,
+                           loaded.bundle)
     return [mount for surface in registry.surfaces()
             if (mount := surface.mount(context)) is not None]
 

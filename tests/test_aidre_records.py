@@ -15,9 +15,11 @@ from aidre_config import SPACE, aidre_gateway_config, collection
 from processes import ROOT, Gateway
 from test_aidre import assert_error, search
 
+from gateway import registry
 from gateway.demo.data import generate
 from gateway.demo.embedding import embed
 from gateway.model import Hit, Principal, Query, TokenKind
+from gateway.policy.bundle import PolicyBundle
 from gateway.policy.engine import PolicyEngine
 
 DEMO = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
@@ -107,7 +109,10 @@ def test_unknown_or_missing_visibility_is_seen_by_nobody(scopes, seen):
     articles = SimpleNamespace(  # a public collection whose records carry their visibility
         public=True, scopes=frozenset(), returns_vectors=False, visibility="public",
         record_visibility={"internal": frozenset({"staff:read"})})
-    engine = PolicyEngine({"articles": articles}, [])
+    rule = registry.rule_model().validate_python({
+        "id": "internal", "kind": "record_visibility", "collection": "articles",
+        "visibility": "internal", "when": {"scopes": ["staff:read"]}, "description": "staff"})
+    engine = PolicyEngine({"articles": articles}, PolicyBundle((rule,), registry.rule_kinds()))
     kept = engine.after(Ctx(), Query(collection="articles"), hits)  # type: ignore[arg-type]
     assert {hit.id for hit in kept} == seen
 
