@@ -48,7 +48,7 @@ class Authenticator:
     def _note(self, ctx: RequestContext, access: Access, outcome: Principal | Decision) -> None:
         """Record the route decision: not for discovery documents (no rule governs them) nor
         for credentials that failed (authentication, not policy)."""
-        if access.public and access.rule is None and self.auth.default_access != "public":
+        if self.routes.is_document(ctx.path):
             return
         if isinstance(outcome, Decision) and outcome.code not in _POLICY_REFUSALS:
             return

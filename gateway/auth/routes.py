@@ -42,6 +42,10 @@ class RouteTable:
         rule = max(chosen, key=lambda r: r.specificity())  # the first of the longest
         return Access(rule.public, frozenset(rule.when.scopes), rule.id)
 
+    def is_document(self, path: str) -> bool:
+        """Discovery documents: public whatever the rules say, so no rule decides them."""
+        return path in self._public_paths
+
     def ask(self, path: str, method: str, principal: Principal) -> Ask:
         return Ask("route", path, principal,
                    {"method": method, "default_access": self._default_access})
