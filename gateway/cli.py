@@ -1,4 +1,4 @@
-"""`aigw` command line: run, demo, validate, schema, token."""
+"""`aigw` command line: run, demo, validate, schema, token, policy."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from gateway import registry
 from gateway.console import load_or_exit, log_warnings, redact
 from gateway.demo.token_command import add_token_parser
+from gateway.policy.cli import add_policy_parser
 
 
 def config_schema() -> dict:
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--backend-port", type=int, default=8081)
     demo.set_defaults(handler=cmd_demo)
     add_token_parser(commands)
+    add_policy_parser(commands)
     for surface in registry.surfaces():
         surface.add_commands(commands)
     return parser

@@ -54,8 +54,10 @@ class LoadedConfig:
     bundle: PolicyBundle | None = None  # every policy rule, with the files' revision
 
 
-def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> LoadedConfig:
-    """Load, interpolate and validate a config file and its policy folder."""
+def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None,
+                policies_dir: Path | None = None) -> LoadedConfig:
+    """Load, interpolate and validate a config file and its policy folder (or `policies_dir`,
+    another folder read in its place, as `aigw policy` commands do)."""
     env = os.environ if env is None else env
     config_path = Path(path)
     issues: list[ConfigIssue] = []
@@ -66,8 +68,9 @@ def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
     policy_files: list[Path] = []
     if settings is not None:
         issues.extend(_cross_checks(settings, str(config_path)))
-        if settings.policies is not None:
-            folder = (config_path.parent / settings.policies).resolve()
+        if settings.policies is not None or policies_dir is not None:
+            folder = policies_dir.resolve() if policies_dir is not None \
+                else (config_path.parent / str(settings.policies)).resolve()
             policies, policy_files = _read_policies(folder, str(config_path), env, issues,
                                                     settings)
             sources.extend(policy_files)
@@ -242,7 +245,9 @@ def _read_policies(
 
 
 def _policy_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    """The policy files; `*.test.yaml` beside them are `aigw policy test` fixtures."""
+    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()
+                  and not p.name.endswith((".test.yaml", ".test.yml")))
 
 
 def _dotted(loc: tuple[str | int, ...] | list[str | int]) -> str:

@@ -51,7 +51,7 @@ class Generation:
         )
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
         self.mounts = _mount_surfaces(loaded)
-        self.owners = PathOwners(self.mounts, core_documents(settings))
+        self.owners = PathOwners(self.mounts, core_documents(settings, loaded.bundle))
         self.resources = {name: resource for mount in self.mounts
                           for name, resource in mount.resources.items()}
         # Discovery stays public whatever the route rules say.

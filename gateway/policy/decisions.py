@@ -68,7 +68,8 @@ def _entry(decision: Noted) -> dict[str, Any]:
         "effect": decision.outcome.effect, "mode": decision.outcome.mode,
         "why": decision.outcome.why,
     }
-    attributes = {k: v for k, v in decision.ask.attributes.items() if isinstance(v, str)}
+    attributes = {k: list(v) if isinstance(v, tuple) else v
+                  for k, v in decision.ask.attributes.items() if isinstance(v, str | tuple)}
     if attributes:
         entry["attributes"] = attributes
     if decision.removed:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gateway.settings import Settings
 
 RawRule = dict[str, Any]
+Sample = tuple[str, dict[str, Any]]  # (resource, attributes) of a decision to try
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,19 @@ class RuleKind:
     legacy: Callable[[dict[str, Any], str], list[RawRule]] | None = None
     # The resources a config offers for this kind (lint, report, diff); None: any string.
     resources: Callable[[Settings], list[str]] | None = None
+    # The decisions worth trying for this kind (lint, report, diff): every resource and
+    # attribute value the config and the rules name, and one they do not.
+    samples: Callable[[Settings, list[Rule]], list[Sample]] | None = None
+    # What a caller allowed by this kind gets to see (report, fixtures), from the same rules.
+    projection: Callable[[Settings, Any, Ask], list[str]] | None = None
+    # Attributes the gateway adds from its config (fixtures and explain need not spell them).
+    context: Callable[[Settings, Ask], dict[str, Any]] | None = None
+
+    def with_context(self, settings: Settings, ask: Ask) -> Ask:
+        if self.context is None:
+            return ask
+        attributes = {**self.context(settings, ask), **ask.attributes}
+        return Ask(ask.kind, ask.resource, ask.principal, attributes)
 
     def default_for(self, ask: Ask) -> Effect:
         return self.default(ask) if callable(self.default) else self.default
@@ -86,7 +100,20 @@ def _route_default(ask: Ask) -> Effect:
     return "allow" if ask.attributes.get("default_access") == "public" else "deny"
 
 
+def _route_samples(settings: Settings, rules: list[Rule]) -> list[Sample]:
+    default = settings.auth.default_access if settings.auth else "public"
+    found = []
+    for rule in rules:
+        if isinstance(rule, RouteRule):
+            for method in rule.methods or ["GET"]:
+                found.append((rule.path, {"method": method.upper(), "default_access": default}))
+    return found
+
+
 ROUTE = RuleKind("route", "gateway", RouteRule,
                  "who may call a path: public, or a token with scopes (longest prefix wins)",
-                 default=_route_default, most_specific=True, from_config=_config_routes)
+                 default=_route_default, most_specific=True, from_config=_config_routes,
+                 samples=_route_samples, context=lambda settings, ask: {
+                     "default_access": settings.auth.default_access if settings.auth
+                     else "public"})
 CORE_KINDS = (ROUTE,)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gateway.policy.kinds import RawRule, RuleKind
+from gateway.policy.kinds import RawRule, RuleKind, Sample
 from gateway.policy.rules import Ask, Effect, Rule
 from gateway.settings import Settings
 
@@ -80,21 +80,66 @@ def _legacy_vectors(document: dict[str, Any], stem: str) -> list[RawRule]:
             for index, rule in enumerate(document.get("vector_return") or [])]
 
 
+def _own_visibility(settings: Settings, ask: Ask) -> dict[str, Any]:
+    aidre = getattr(settings, "aidre", None)
+    collection = aidre.collections.get(ask.resource) if aidre is not None else None
+    return {"collection_visibility": collection.visibility} if collection is not None else {}
+
+
 def _visibility_default(ask: Ask) -> Effect:
     """Unnamed visibilities: `public` and the collection's own are seen, any other is not."""
     own = ask.attributes.get("collection_visibility")
     return "allow" if ask.attributes.get("visibility") in ("public", own) else "deny"
 
 
+def _collection_samples(settings: Settings, rules: list[Rule]) -> list[Sample]:
+    named = {getattr(rule, "collection", "") for rule in rules}
+    return [(name, {}) for name in sorted(set(_collections(settings)) | named)]
+
+
+def _visibility_samples(settings: Settings, rules: list[Rule]) -> list[Sample]:
+    aidre = getattr(settings, "aidre", None)
+    found: dict[tuple[str, str], str] = {}
+    for name, collection in (aidre.collections.items() if aidre is not None else ()):
+        for value in {"public", collection.visibility}:
+            found[(name, value)] = collection.visibility
+    for rule in rules:
+        if isinstance(rule, RecordVisibility):
+            own = aidre.collections[rule.collection].visibility \
+                if aidre is not None and rule.collection in aidre.collections else "public"
+            found[(rule.collection, rule.visibility)] = own
+    return [(name, {"visibility": value, "collection_visibility": own})
+            for (name, value), own in sorted(found.items())]
+
+
+def _visible_parts(settings: Settings, bundle: Any, ask: Ask) -> list[str]:
+    """What a reader of the collection gets in each result: its mapped fields, text, and
+    vectors where a rule allows them; then the record visibilities it sees."""
+    aidre = getattr(settings, "aidre", None)
+    collection = aidre.collections.get(ask.resource) if aidre is not None else None
+    if collection is None:
+        return []
+    parts = ["text", *sorted(collection.text_search.mapping.get("fields") or {})]
+    if collection.vector_search is not None and bundle.decide(
+            Ask("vector_return", ask.resource, ask.principal)).effect == "allow":
+        parts.append("vectors")
+    for resource, attributes in _visibility_samples(settings, list(bundle.rules)):
+        if resource == ask.resource and bundle.decide(Ask(
+                "record_visibility", resource, ask.principal, attributes)).effect == "allow":
+            parts.append(f"records:{attributes['visibility']}")
+    return parts
+
+
 AIDRE_KINDS = [
     RuleKind("collection_read", "aidre", CollectionRead,
              "who may see and search a collection (default: nobody)",
-             from_config=_config_reads, resources=_collections),
+             from_config=_config_reads, resources=_collections, samples=_collection_samples,
+             projection=_visible_parts),
     RuleKind("vector_return", "aidre", VectorReturn,
              "who gets stored vectors back from a collection (default: nobody)",
-             legacy=_legacy_vectors, resources=_collections),
+             legacy=_legacy_vectors, resources=_collections, samples=_collection_samples),
     RuleKind("record_visibility", "aidre", RecordVisibility,
              "who sees records of a visibility (default: public and the collection's own)",
              default=_visibility_default, from_config=_config_visibilities,
-             resources=_collections),
+             resources=_collections, samples=_visibility_samples, context=_own_visibility),
 ]

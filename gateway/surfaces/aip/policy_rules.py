@@ -7,8 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gateway.policy.kinds import RawRule, RuleKind
+from gateway.policy.kinds import RawRule, RuleKind, Sample
 from gateway.policy.rules import Ask, Rule
+from gateway.settings import Settings
 
 
 class AipRetrieve(Rule):
@@ -71,10 +72,35 @@ def _legacy(document: dict[str, Any], stem: str) -> list[RawRule]:
     return found
 
 
+def _retrieve_samples(settings: Settings, rules: list[Rule]) -> list[Sample]:
+    """The platforms, placements and uses the rules name, each beside ordinary values."""
+    retrieve = [rule for rule in rules if isinstance(rule, AipRetrieve)]
+    platforms = {"any-platform", *(p for r in retrieve for p in r.platforms or ())}
+    placements = {"chat", *(p for r in retrieve for p in (r.placements or ()))}
+    placements |= {p for r in retrieve for p in (r.placements_except or ())} | {"other"}
+    uses: list[tuple[str, ...]] = [(), *((u,) for r in retrieve for u in r.uses or ())]
+    samples = [("retrieve", {"platform": p, "placement": "chat", "uses": ()})
+               for p in sorted(platforms)]
+    samples += [("retrieve", {"platform": "any-platform", "placement": p, "uses": ()})
+                for p in sorted(placements)]
+    samples += [("retrieve", {"platform": "any-platform", "placement": "chat", "uses": u})
+                for u in dict.fromkeys(uses)]
+    return samples
+
+
+def _limits(settings: Settings, bundle: Any, ask: Ask) -> list[str]:
+    rules = bundle.of_kind("aip_limit")
+    chunks = [r.max_chunks for r in rules if r.max_chunks]
+    tokens = [r.max_tokens for r in rules if r.max_tokens]
+    return [*([f"max_chunks={min(chunks)}"] if chunks else []),
+            *([f"max_tokens={min(tokens)}"] if tokens else [])]
+
+
 AIP_KINDS = [
     RuleKind("aip_retrieve", "aip", AipRetrieve,
              "which platforms, placements and uses may retrieve (default: allowed)",
-             default="allow", legacy=_legacy),
+             default="allow", legacy=_legacy, samples=_retrieve_samples, projection=_limits),
     RuleKind("aip_limit", "aip", AipLimit,
-             "max_chunks / max_tokens per retrieve (the strictest applies)", default="allow"),
+             "max_chunks / max_tokens per retrieve (the strictest applies)", default="allow",
+             samples=lambda settings, rules: [("retrieve", {})], projection=_limits),
 ]
