@@ -1,4 +1,5 @@
-"""The admin listener: /metrics, /healthz and /readyz, apart from public traffic."""
+"""The admin listener: /metrics, /healthz, /readyz and the /policy access report, apart from
+public traffic."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import time
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from gateway.policy.report import html_report, markdown_report
 from gateway.runtime import Runtime
 
 _PROBE_CACHE_SECONDS = 1.0
@@ -55,6 +57,19 @@ def create_admin_app(runtime: Runtime) -> Starlette:
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
+    async def policy(request: Request) -> Response:
+        """Who can see what under the serving policies (?format=markdown for Markdown)."""
+        generation = runtime.current
+        bundle, settings = generation.loaded.bundle, generation.settings
+        if bundle is None:
+            return JSONResponse({"error": "no_policies"}, status_code=404)
+        headers = {"cache-control": "no-store", "x-aigw-policy-revision": bundle.revision}
+        if request.query_params.get("format") == "markdown":
+            return PlainTextResponse(markdown_report(bundle, settings), headers=headers,
+                                     media_type="text/markdown; charset=utf-8")
+        return HTMLResponse(html_report(bundle, settings), headers=headers)
+
     return Starlette(routes=[
         Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),
+        Route("/policy", policy),
     ])

@@ -21,6 +21,7 @@ th, td { border: 1px solid #c9d0d8; padding: .3rem .5rem; text-align: left; vert
 th { background: #eef1f4; }
 td.allow { background: #e3f4e6; } td.deny { background: #fbe5e5; }
 .effect { font-weight: 600; } .fields, .rule { display: block; font-size: 12px; color: #4a5562; }
+.rule { font-family: ui-monospace, monospace; color: #6b7683; }
 code { font-size: 12px; }
 """
 
