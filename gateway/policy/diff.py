@@ -10,11 +10,13 @@ from gateway.policy.matrix import Cell, known_scopes, matrix, personas
 
 
 def diff_lines(old: PolicyBundle, new: PolicyBundle, settings: Any) -> list[str]:
-    # One set of callers for both sides, so a scope only one side names is tried on both.
-    people = {p.label: p for bundle in (old, new)
-              for p in personas(bundle, known_scopes(settings))}
-    before = _by_key(matrix(old, settings, list(people.values())))
-    after = _by_key(matrix(new, settings, list(people.values())))
+    # The same callers and requests on both sides, so what only one side names is tried on
+    # both.
+    people = list({p.label: p for bundle in (old, new)
+                   for p in personas(bundle, known_scopes(settings))}.values())
+    rules = [*old.rules, *new.rules]
+    before = _by_key(matrix(old, settings, people, rules))
+    after = _by_key(matrix(new, settings, people, rules))
     lines = []
     for key in sorted(before.keys() | after.keys()):
         lines.extend(_changes(key, before.get(key), after.get(key)))

@@ -61,13 +61,16 @@ def personas(bundle: PolicyBundle, extra_scopes: Iterable[str] = ()) -> list[Per
     return found
 
 
-def asks(bundle: PolicyBundle, settings: Any, persona: Persona) -> list[Ask]:
-    """Every decision worth trying for this caller, kind by kind."""
+def asks(bundle: PolicyBundle, settings: Any, persona: Persona,
+         sample_rules: Iterable[Rule] | None = None) -> list[Ask]:
+    """Every decision worth trying for this caller, kind by kind, from the resources and
+    values `sample_rules` (default: the bundle's) and the config name."""
+    every = list(sample_rules) if sample_rules is not None else list(bundle.rules)
     found = []
     for kind in bundle.kinds.values():
         if kind.samples is None:
             continue
-        rules = [rule for rule in bundle.rules if rule.kind == kind.name]
+        rules = [rule for rule in every if rule.kind == kind.name]
         for resource, attributes in dict.fromkeys(
                 (r, _frozen(a)) for r, a in kind.samples(settings, rules)):
             found.append(Ask(kind.name, resource, persona.principal, dict(attributes)))
@@ -84,11 +87,11 @@ def decide_cell(bundle: PolicyBundle, settings: Any, persona: Persona, ask: Ask)
                 outcome.effect, outcome.rule, visible)
 
 
-def matrix(bundle: PolicyBundle, settings: Any,
-           people: list[Persona] | None = None) -> list[Cell]:
+def matrix(bundle: PolicyBundle, settings: Any, people: list[Persona] | None = None,
+           sample_rules: Iterable[Rule] | None = None) -> list[Cell]:
     people = people if people is not None else personas(bundle, known_scopes(settings))
     return [decide_cell(bundle, settings, persona, ask)
-            for persona in people for ask in asks(bundle, settings, persona)]
+            for persona in people for ask in asks(bundle, settings, persona, sample_rules)]
 
 
 def deciding_rules(bundle: PolicyBundle, settings: Any) -> dict[str, int]:
