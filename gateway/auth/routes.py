@@ -29,6 +29,7 @@ class RouteTable:
             rules = [RouteRule.model_validate(raw) for raw in config_route_rules(auth)]
         self._rules = [rule for rule in rules if isinstance(rule, RouteRule)]
         self._enforced = [rule for rule in self._rules if rule.mode == "enforce"]
+        self._has_shadow = len(self._enforced) != len(self._rules)
         self._default_access = auth.default_access
         self._public_paths = public_paths  # discovery documents: always public
 
@@ -52,7 +53,7 @@ class RouteTable:
 
     def shadow(self, path: str, method: str, principal: Principal) -> Outcome | None:
         """What the route rules would decide with the shadow ones enforced (None: no shadow)."""
-        if path in self._public_paths or all(r.mode == "enforce" for r in self._rules):
+        if not self._has_shadow or path in self._public_paths:
             return None
         ask = self.ask(path, method, principal)
         return evaluate(self._rules, ask, ROUTE.default_for(ask), most_specific=True)

@@ -27,11 +27,23 @@ class PolicyBundle:
     kinds: Mapping[str, RuleKind]
     revision: str = "none"
     files: Mapping[str, str] = field(default_factory=dict)  # rule id -> policy file stem
+    # (kind, with shadow rules) -> rules, built once: decisions are on the request path.
+    _index: dict[tuple[str, bool], list[Rule]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[tuple[str, bool], list[Rule]] = {}
+        for rule in self.rules:
+            index.setdefault((rule.kind, True), []).append(rule)
+            if rule.mode == "enforce":
+                index.setdefault((rule.kind, False), []).append(rule)
+        object.__setattr__(self, "_index", index)
 
     def of_kind(self, kind: str, *, shadow: bool = False) -> list[Rule]:
         """Enforced rules of a kind; with `shadow`, the shadow rules too."""
-        return [rule for rule in self.rules
-                if rule.kind == kind and (shadow or rule.mode == "enforce")]
+        return list(self._index.get((kind, shadow), ()))
+
+    def has_shadow(self, kind: str) -> bool:
+        return len(self._index.get((kind, True), ())) != len(self._index.get((kind, False), ()))
 
     def rule(self, rule_id: str) -> Rule | None:
         return next((rule for rule in self.rules if rule.id == rule_id), None)
@@ -41,13 +53,13 @@ class PolicyBundle:
 
     def shadow(self, ask: Ask) -> Outcome | None:
         """What the decision would be with the shadow rules enforced; None without any."""
-        if not any(r.mode == "shadow" for r in self.of_kind(ask.kind, shadow=True)):
+        if not self.has_shadow(ask.kind):
             return None
         return self._evaluate(ask, shadow=True)
 
     def _evaluate(self, ask: Ask, *, shadow: bool) -> Outcome:
         kind = self.kinds[ask.kind]
-        return evaluate(self.of_kind(ask.kind, shadow=shadow), ask, kind.default_for(ask),
+        return evaluate(self._index.get((ask.kind, shadow), []), ask, kind.default_for(ask),
                         most_specific=kind.most_specific)
 
 
