@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint demo bench bench-routes bench-deps redis schema fuzz clean
+.PHONY: install test lint demo bench bench-routes bench-deps redis schema fuzz clean chromium \
+	policy-check
 
 # docker/install.sh is also the image's install step (Dockerfile), so the tests run what ships.
 $(INSTALLED): pyproject.toml docker/install.sh
@@ -31,9 +32,29 @@ redis:
 demo: install
 	$(BIN)/aigw demo --config config/demo.yaml
 
-# Regenerate the committed JSON Schema of the config (a test fails when it drifts).
+# Regenerate the committed JSON Schemas of the config and of a policy file (tests check both).
 schema: install
 	$(BIN)/aigw schema > config/aigw.schema.json
+	$(BIN)/aigw schema --policies > config/policy.schema.json
+
+# Headless Chromium, for the access report's browser check (tests/test_policy_report.py).
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { apt-get update && apt-get install -y chromium; }
+
+# What a policy repository's CI runs (README, "Policy CI"): lint, the fixtures with every rule
+# covered, and the decisions that change against the base branch (POLICY_BASE, default main).
+POLICY_CONFIG ?= config/demo.yaml
+POLICY_DIR ?= policies
+POLICY_BASE ?= main
+policy-check: install
+	$(BIN)/aigw policy lint -c $(POLICY_CONFIG) $(POLICY_DIR)
+	$(BIN)/aigw policy test -c $(POLICY_CONFIG) --coverage 100 $(POLICY_DIR)
+	@base=$$(mktemp -d) && trap 'rm -rf "$$base"' EXIT && \
+	if git archive "$(POLICY_BASE)" "$(POLICY_DIR)" 2>/dev/null | tar -x -C "$$base"; then \
+	  echo "decisions that change against $(POLICY_BASE):"; \
+	  $(BIN)/aigw policy diff -c $(POLICY_CONFIG) "$$base/$(POLICY_DIR)" $(POLICY_DIR); \
+	else echo "no $(POLICY_DIR) on $(POLICY_BASE): nothing to diff against"; fi
 
 bench-deps:
 	@command -v wrk >/dev/null && command -v nginx >/dev/null || \

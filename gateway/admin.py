@@ -1,4 +1,5 @@
-"""The admin listener: /metrics, /healthz and /readyz, apart from public traffic."""
+"""The admin listener: /metrics, /healthz, /readyz and the /policy access report, apart from
+public traffic."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from prometheus_client import REGISTRY
 from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from gateway.policy.report import html_report, markdown_report
 from gateway.runtime import Runtime
 
 _PROBE_CACHE_SECONDS = 1.0
@@ -58,6 +60,19 @@ def create_admin_app(runtime: Runtime) -> Starlette:
         encode, content_type = choose_encoder(request.headers.get("accept", ""))
         return Response(encode(REGISTRY), headers={"content-type": content_type})
 
+    async def policy(request: Request) -> Response:
+        """Who can see what under the serving policies (?format=markdown for Markdown)."""
+        generation = runtime.current
+        bundle, settings = generation.loaded.bundle, generation.settings
+        if bundle is None:
+            return JSONResponse({"error": "no_policies"}, status_code=404)
+        headers = {"cache-control": "no-store", "x-aigw-policy-revision": bundle.revision}
+        if request.query_params.get("format") == "markdown":
+            return PlainTextResponse(markdown_report(bundle, settings), headers=headers,
+                                     media_type="text/markdown; charset=utf-8")
+        return HTMLResponse(html_report(bundle, settings), headers=headers)
+
     return Starlette(routes=[
         Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),
+        Route("/policy", policy),
     ])

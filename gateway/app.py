@@ -14,6 +14,7 @@ from gateway.context import RequestContext, request_id_from
 from gateway.headers import client_address, is_trusted
 from gateway.headlimits import check_head
 from gateway.paths import ambiguity
+from gateway.policy.decisions import HEADER as DECISION_HEADER
 from gateway.proxy import ClientDisconnected, forward
 from gateway.ratelimit.fields import with_rate_limit_fields
 from gateway.routing import Document
@@ -70,6 +71,7 @@ class GatewayApp:
                 generation.leave()
                 observability.IN_FLIGHT.dec()
                 elapsed = observability.observe(ctx)
+                self.runtime.decision_log.submit(ctx, generation.revision)
                 if generation.settings.logging.access_log:
                     observability.write_access_log(ctx, elapsed)
                 if tracing.enabled():
@@ -202,6 +204,8 @@ def _tagging_send(send: Any, ctx: RequestContext, generation: Generation) -> Any
         if message["type"] == "http.response.start":
             ctx.status = message["status"]
             headers = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            if ctx.decision_id is not None:
+                headers.append((DECISION_HEADER, ctx.decision_id.encode()))
             if ctx.rate_limit and limits is not None:
                 headers = with_rate_limit_fields(headers, ctx.rate_limit, limits.headers)
             message["headers"] = headers

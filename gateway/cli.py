@@ -1,4 +1,4 @@
-"""`aigw` command line: run, demo, validate, schema, token."""
+"""`aigw` command line: run, demo, validate, schema, token, policy."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from gateway import registry
 from gateway.console import load_or_exit, log_warnings, redact
 from gateway.demo.token_command import add_token_parser
+from gateway.policy.cli import add_policy_parser
 
 
 def config_schema() -> dict:
@@ -50,8 +51,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def policy_schema() -> dict:
+    schema = registry.policy_pack_model().model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "aigw policy file"
+    return schema
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
-    print(json.dumps(config_schema(), indent=2, sort_keys=True))
+    schema = policy_schema() if args.policies else config_schema()
+    print(json.dumps(schema, indent=2, sort_keys=True))
     return 0
 
 
@@ -73,12 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
                           help="treat warnings (e.g. an unlimited capability) as errors")
     validate.set_defaults(handler=cmd_validate)
     schema = commands.add_parser("schema", help="print the JSON Schema of the config file")
+    schema.add_argument("--policies", action="store_true",
+                        help="print the JSON Schema of a policy file instead")
     schema.set_defaults(handler=cmd_schema)
     demo = commands.add_parser("demo", help="run the demo backend with the gateway in front")
     demo.add_argument("--config", "-c", default="config/demo.yaml")
     demo.add_argument("--backend-port", type=int, default=8081)
     demo.set_defaults(handler=cmd_demo)
     add_token_parser(commands)
+    add_policy_parser(commands)
     for surface in registry.surfaces():
         surface.add_commands(commands)
     return parser

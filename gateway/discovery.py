@@ -10,13 +10,17 @@ from typing import Any
 
 from gateway import openapi, registry
 from gateway.endpoints import StaticDocument
+from gateway.policy.bundle import PolicyBundle
 from gateway.settings import Settings
 
 
-def core_documents(settings: Settings) -> dict[str, StaticDocument]:
+def core_documents(settings: Settings,
+                   bundle: PolicyBundle | None = None) -> dict[str, StaticDocument]:
+    """The documents; `bundle` gives the route rules (default: `auth.routes` alone)."""
     fragments = (surface.openapi(settings) for surface in registry.surfaces())
-    documents = {openapi.PATH: StaticDocument("gateway",
-                                              openapi.build_openapi(settings, fragments))}
+    route_rules = bundle.of_kind("route") if bundle is not None else None
+    documents = {openapi.PATH: StaticDocument(
+        "gateway", openapi.build_openapi(settings, fragments, route_rules))}
     if settings.auth is None:
         return documents
     from gateway.auth.metadata import (
@@ -28,7 +32,7 @@ def core_documents(settings: Settings) -> dict[str, StaticDocument]:
 
     auth = settings.auth
     resource = resource_identifier(auth, settings.public_base_url)
-    scopes = RouteTable(auth).scopes() | set(auth.scope_grants)
+    scopes = RouteTable(auth, rules=route_rules).scopes() | set(auth.scope_grants)
     metadata = protected_resource_metadata(auth, resource, scopes)
     for surface in registry.surfaces():
         metadata = merge_members(metadata, surface.resource_metadata(settings))

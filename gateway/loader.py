@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gateway import registry
-from gateway.policy.config import PolicyPack
+from gateway.policy.bundle import PolicyBundle, build_bundle, revision_of
 from gateway.settings import Settings
 from gateway.warnings import core_warnings
 
@@ -51,10 +51,13 @@ class LoadedConfig:
     sources: tuple[Path, ...] = ()
     modified: date | None = None  # the config file's last change (UTC), as far as known
     warnings: tuple[ConfigIssue, ...] = ()  # valid, but against the specs; see gateway.warnings
+    bundle: PolicyBundle | None = None  # every policy rule, with the files' revision
 
 
-def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> LoadedConfig:
-    """Load, interpolate and validate a config file and its policy folder."""
+def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None,
+                policies_dir: Path | None = None) -> LoadedConfig:
+    """Load, interpolate and validate a config file and its policy folder (or `policies_dir`,
+    another folder read in its place, as `aigw policy` commands do)."""
     env = os.environ if env is None else env
     config_path = Path(path)
     issues: list[ConfigIssue] = []
@@ -62,17 +65,36 @@ def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
     settings = _validate(raw, str(config_path), issues) if raw is not None else None
     policies: dict[str, Any] = {}
     sources: list[Path] = [config_path]
+    policy_files: list[Path] = []
     if settings is not None:
         issues.extend(_cross_checks(settings, str(config_path)))
-        if settings.policies is not None:
-            folder = (config_path.parent / settings.policies).resolve()
+        if settings.policies is not None or policies_dir is not None:
+            folder = policies_dir.resolve() if policies_dir is not None \
+                else (config_path.parent / str(settings.policies)).resolve()
             policies, policy_files = _read_policies(folder, str(config_path), env, issues,
                                                     settings)
             sources.extend(policy_files)
     if issues or settings is None:
         raise ConfigError(issues)
+    bundle = build_bundle(settings, policies, registry.rule_kinds(), registry.rule_model(),
+                          revision_of(policy_files) if policy_files else "none")
+    issues.extend(_duplicate_ids(bundle, str(config_path)))
+    if issues:
+        raise ConfigError(issues)
     return LoadedConfig(settings, config_path, policies, tuple(sources),
-                        _modified(config_path), _warnings(settings, str(config_path)))
+                        _modified(config_path), _warnings(settings, str(config_path)), bundle)
+
+
+def _duplicate_ids(bundle: PolicyBundle, file: str) -> list[ConfigIssue]:
+    seen: set[str] = set()
+    issues = []
+    for rule in bundle.rules:
+        if rule.id in seen:
+            where = bundle.files.get(rule.id, "")
+            issues.append(ConfigIssue(f"{where}.yaml" if where else file, "rules",
+                                      f"rule id {rule.id!r} is used twice; ids must be unique"))
+        seen.add(rule.id)
+    return issues
 
 
 def fingerprint(sources: tuple[Path, ...], policies_dir: Path | None = None) -> bytes:
@@ -213,7 +235,7 @@ def _read_policies(
         document = _read_yaml(file, env, issues)
         if document is None:
             continue
-        pack = _validate(document, str(file), issues, PolicyPack)
+        pack = _validate(document, str(file), issues, registry.policy_pack_model())
         if pack is not None:
             policies[file.stem] = document
             issues.extend(ConfigIssue(str(file), path, message)
@@ -223,7 +245,9 @@ def _read_policies(
 
 
 def _policy_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    """The policy files; `*.test.yaml` beside them are `aigw policy test` fixtures."""
+    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()
+                  and not p.name.endswith((".test.yaml", ".test.yml")))
 
 
 def _dotted(loc: tuple[str | int, ...] | list[str | int]) -> str:

@@ -60,6 +60,19 @@ EDGE_REFUSALS = Counter(
     "aigw_edge_refusals_total",
     "Requests the listener refused before the app (431, 408, malformed HTTP), by code.", ["code"],
 )
+POLICY_DECISIONS = Counter(
+    "aigw_policy_decisions_total",
+    "Policy decisions by deciding rule (default:<kind> when none), effect and mode; shadow "
+    "counts what a shadow rule would have decided.", ["rule", "effect", "mode"],
+)
+POLICY_LOG_DROPPED = Counter(
+    "aigw_policy_decision_log_dropped_total",
+    "Decision-log lines not written, by reason (queue_full, sink_error).", ["reason"],
+)
+POLICY_REVISION = Gauge(
+    "aigw_policy_bundle_info", "The policy bundle serving (a digest of the policy files).",
+    ["revision"],
+)
 IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.")
 TRACE_EXPORTS = Counter(
     "aigw_trace_spans_exported_total", "Spans handed to the OTLP exporter, by result.", ["result"],

@@ -141,18 +141,17 @@ class Pipeline:
         `resources` the surfaces' collections and streams the policy decides on."""
         settings = loaded.settings
         authenticator = limiter = None
-        from gateway.policy.config import PolicyPack
         from gateway.policy.engine import PolicyEngine
 
-        packs = [PolicyPack.model_validate(pack) for pack in loaded.policies.values()]
-        policy = PolicyEngine(resources or {}, packs)
+        assert loaded.bundle is not None
+        policy = PolicyEngine(resources or {}, loaded.bundle)
         if settings.auth is not None:
             from gateway.auth.authenticator import Authenticator as BearerAuthenticator
             from gateway.auth.metadata import metadata_url, resource_identifier
 
             resource = resource_identifier(settings.auth, settings.public_base_url)
             authenticator = BearerAuthenticator(settings.auth, metadata_url(resource),
-                                                public_paths)
+                                                public_paths, loaded.bundle)
         if settings.rate_limits is not None and settings.rate_limits.rules:
             from gateway.ratelimit.limiter import Limiter
 

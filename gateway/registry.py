@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import functools
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Annotated, Any, Union
 
-from pydantic import Field, create_model
+from pydantic import Field, TypeAdapter, create_model
 
 from gateway.capability import Capability
+from gateway.policy.config import PolicyPack
+from gateway.policy.kinds import CORE_KINDS, RuleKind
 from gateway.settings import Settings
 from gateway.surface import Problem, Surface
 
@@ -54,3 +56,36 @@ def config_problems(settings: Settings) -> list[Problem]:
 def config_warnings(settings: Settings) -> list[Problem]:
     found = capabilities(settings)
     return [warning for surface in surfaces() for warning in surface.warnings(settings, found)]
+
+
+@functools.cache
+def rule_kinds() -> dict[str, RuleKind]:
+    """Every rule kind: the core's, then each surface's (`Surface.policy_rules`)."""
+    kinds = {kind.name: kind for kind in CORE_KINDS}
+    for surface in surfaces():
+        for kind in surface.policy_rules():
+            if kind.name in kinds:
+                raise TypeError(f"rule kind {kind.name} is declared twice")
+            kinds[kind.name] = kind
+    return kinds
+
+
+def _rule_union() -> Any:
+    models = tuple(kind.model for kind in rule_kinds().values())
+    if len(models) == 1:
+        return models[0]
+    return Annotated[Union[models], Field(discriminator="kind")]  # noqa: UP007
+
+
+@functools.cache
+def rule_model() -> TypeAdapter[Any]:
+    """Validates one rule of any kind."""
+    return TypeAdapter(_rule_union())
+
+
+@functools.cache
+def policy_pack_model() -> type[PolicyPack]:
+    """`PolicyPack` whose `rules` are those of every installed kind."""
+    return create_model("PolicyPack", __base__=PolicyPack,
+                        rules=(list[_rule_union()], Field([], description=PolicyPack.model_fields[
+                            "rules"].description)))

@@ -20,6 +20,7 @@ from gateway.headers import parse_networks
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
 from gateway.policy.config import PolicyPack
+from gateway.policy.decisionlog import DecisionLog
 from gateway.proxy import ProxyOptions, ProxyTarget
 from gateway.redirects import UpstreamOrigin
 from gateway.routing import PathOwners
@@ -50,7 +51,7 @@ class Generation:
         )
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
         self.mounts = _mount_surfaces(loaded)
-        self.owners = PathOwners(self.mounts, core_documents(settings))
+        self.owners = PathOwners(self.mounts, core_documents(settings, loaded.bundle))
         self.resources = {name: resource for mount in self.mounts
                           for name, resource in mount.resources.items()}
         # Discovery stays public whatever the route rules say.
@@ -61,6 +62,7 @@ class Generation:
         self.cors = DocumentCors(settings.discovery, api_keys.header if api_keys else None)
         self.identity = IdentityForwarding(settings.auth)
         self.pipeline = Pipeline.from_config(loaded, public, storage, self.resources)
+        self.revision = loaded.bundle.revision if loaded.bundle is not None else "none"
         self.active = 0
         self.retired = False
         self._drained = asyncio.Event()
@@ -93,6 +95,8 @@ class Runtime:
         transports = {name: create_transport(up) for name, up in loaded.settings.upstreams.items()}
         self._storages: dict[tuple[str, str, str, float], Any] = {}
         self.current = Generation(1, loaded, transports, self._storage(loaded))
+        self.decision_log = _decision_log(loaded)
+        _show_revision(self.current)
         self.draining = False
         self._live: list[Generation] = [self.current]  # serving, or still finishing requests
         self._retiring: set[asyncio.Task[None]] = set()
@@ -106,7 +110,11 @@ class Runtime:
             reuse = previous == upstream and name in old.transports
             transports[name] = old.transports[name] if reuse else create_transport(upstream)
         new = Generation(old.number + 1, loaded, transports, self._storage(loaded))
+        if loaded.settings.decision_log != old.settings.decision_log:
+            self._close_later(self.decision_log)
+            self.decision_log = _decision_log(loaded)
         self.current = new
+        _show_revision(new)
         self._live.append(new)
         observability.CONFIG_GENERATION.set(new.number)
         task = asyncio.ensure_future(self._retire(old))
@@ -126,6 +134,11 @@ class Runtime:
             self._storages[key] = create_counter(*key)
         return self._storages[key]
 
+    def _close_later(self, decision_log: DecisionLog) -> None:
+        task = asyncio.ensure_future(decision_log.aclose())
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
     async def _retire(self, old: Generation) -> None:
         """Once `old` has no request left, close what no other live generation still uses."""
         await old.drained()
@@ -144,13 +157,25 @@ class Runtime:
         await self.current.aclose()
         for transport in self.current.transports.values():
             await transport.aclose()
+        await self.decision_log.aclose()
+
+
+def _decision_log(loaded: LoadedConfig) -> DecisionLog:
+    return DecisionLog(loaded.settings.decision_log, loaded.path.parent)
+
+
+def _show_revision(generation: Generation) -> None:
+    """The serving policy revision on /metrics (one series at a time)."""
+    observability.POLICY_REVISION.clear()
+    observability.POLICY_REVISION.labels(generation.revision).set(1)
 
 
 def _mount_surfaces(loaded: LoadedConfig) -> list[Mount]:
     """Every installed surface the config enables, built for this generation."""
     settings = loaded.settings
     packs = tuple(PolicyPack.model_validate(pack) for pack in loaded.policies.values())
-    context = MountContext(settings, registry.capabilities(settings), loaded.modified, packs)
+    context = MountContext(settings, registry.capabilities(settings), loaded.modified, packs,
+                           loaded.bundle)
     return [mount for surface in registry.surfaces()
             if (mount := surface.mount(context)) is not None]
 

@@ -226,6 +226,34 @@ class Tracing(Strict):
         return self
 
 
+class DecisionLog(Strict):
+    """Where policy decisions are written, one JSON line per request that took any."""
+
+    sink: Literal["stdout", "file", "redis", "none"] = "stdout"
+    path: str | None = Field(None, description="The file lines are appended to (sink: file).")
+    redis_url: str | None = Field(None, description="redis:// URL of the stream (sink: redis).")
+    stream: str = Field("aigw:decisions", description="Redis stream key (XADD).")
+    stream_max_len: Annotated[int, Field(ge=100)] = Field(
+        100_000, description="The stream is trimmed to about this many entries.")
+    sample: Annotated[float, Field(ge=0, le=1)] = Field(
+        1.0, description="Share of all-allow requests logged; denials and shadow rules that "
+                         "would have decided otherwise are always logged.")
+    subjects: Literal["hash", "clear", "omit"] = Field(
+        "hash", description="How the principal's subject appears: a SHA-256 prefix, as is, or "
+                            "not at all.")
+    queue_size: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        10_000, description="Lines waiting for the sink; past it lines are dropped and counted "
+                            "(aigw_policy_decision_log_dropped_total), never waited for.")
+
+    @model_validator(mode="after")
+    def _sink_has_its_target(self) -> DecisionLog:
+        if self.sink == "file" and not self.path:
+            raise ValueError("sink file needs a path")
+        if self.sink == "redis" and not self.redis_url:
+            raise ValueError("sink redis needs a redis_url")
+        return self
+
+
 class Reload(Strict):
     watch: bool = Field(True, description="Poll the config and policy files for changes.")
     interval: Seconds = 1.0
@@ -251,6 +279,7 @@ class Settings(Strict):
     discovery: Discovery = Discovery()
     logging: Logging = Logging()
     tracing: Tracing = Tracing()
+    decision_log: DecisionLog = DecisionLog()
     reload: Reload = Reload()
     shutdown: Shutdown = Shutdown()
     auth: Auth | None = Field(None, description="Without it, callers are not authenticated.")

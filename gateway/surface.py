@@ -24,7 +24,9 @@ from gateway import errors
 from gateway.capability import Capability
 
 if TYPE_CHECKING:
+    from gateway.policy.bundle import PolicyBundle
     from gateway.policy.config import PolicyPack
+    from gateway.policy.kinds import RuleKind
     from gateway.settings import Settings
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
@@ -46,6 +48,7 @@ class MountContext:
     capabilities: tuple[Capability, ...]  # every surface's, in registry order
     modified: date | None = None  # the config file's last change
     policies: tuple[PolicyPack, ...] = ()  # the policy files, validated
+    bundle: PolicyBundle | None = None  # every rule, for surfaces that decide themselves
 
 
 @dataclass(slots=True)
@@ -112,6 +115,10 @@ class Surface:
 
     def policy_problems(self, settings: Settings, pack: PolicyPack) -> list[Problem]:
         """Checks of a policy file's rules that name this surface's resources."""
+        return []
+
+    def policy_rules(self) -> list[RuleKind]:
+        """The rule kinds this surface decides with (gateway.policy.kinds)."""
         return []
 
     def add_commands(self, commands: Any) -> None:

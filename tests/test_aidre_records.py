@@ -4,6 +4,7 @@ pagination past the upstream's page cap (§18) and embedding-space revisions (§
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,9 +16,11 @@ from aidre_config import SPACE, aidre_gateway_config, collection
 from processes import ROOT, Gateway
 from test_aidre import assert_error, search
 
+from gateway import registry
 from gateway.demo.data import generate
 from gateway.demo.embedding import embed
 from gateway.model import Hit, Principal, Query, TokenKind
+from gateway.policy.bundle import PolicyBundle
 from gateway.policy.engine import PolicyEngine
 
 DEMO = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
@@ -27,8 +30,10 @@ ARTICLES_KEY = "articles-key"  # a caller with articles:read, the scope internal
 
 
 def demo_aidre_config(backend: str, workdir: Path) -> dict:
-    """The demo's own `aidre` section over the demo backend, plus an articles:read key."""
+    """The demo's own `aidre` section and record rules over the demo backend, plus an
+    articles:read key."""
     config = aidre_gateway_config(backend, workdir, aidre=DEMO["aidre"])
+    shutil.copy(ROOT / "policies" / "records.yaml", workdir / "policies" / "records.yaml")
     config["auth"]["api_keys"]["keys"].append(
         {"sha256": hashlib.sha256(ARTICLES_KEY.encode()).hexdigest(), "subject": "agent",
          "client_id": "agent", "scopes": ["articles:read"]})
@@ -146,7 +151,10 @@ def test_unknown_or_missing_visibility_is_seen_by_nobody(scopes, seen):
     articles = SimpleNamespace(  # a public collection whose records carry their visibility
         public=True, scopes=frozenset(), returns_vectors=False, visibility="public",
         record_visibility={"internal": frozenset({"staff:read"})})
-    engine = PolicyEngine({"articles": articles}, [])
+    rule = registry.rule_model().validate_python({
+        "id": "internal", "kind": "record_visibility", "collection": "articles",
+        "visibility": "internal", "when": {"scopes": ["staff:read"]}, "description": "staff"})
+    engine = PolicyEngine({"articles": articles}, PolicyBundle((rule,), registry.rule_kinds()))
     kept = engine.after(Ctx(), Query(collection="articles"), hits)  # type: ignore[arg-type]
     assert {hit.id for hit in kept} == seen
 

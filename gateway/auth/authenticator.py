@@ -16,16 +16,23 @@ from gateway.auth.grants import GrantError
 from gateway.auth.introspection import IntrospectionUnavailable, Introspector
 from gateway.auth.jwt_verifier import InvalidToken, JwtVerifier, NotOurs
 from gateway.auth.principals import ClaimsError, principal_from_claims
-from gateway.auth.routes import RouteTable
+from gateway.auth.routes import Access, RouteTable
 from gateway.context import RequestContext
 from gateway.model import ANONYMOUS, Decision, Principal, deny
 from gateway.observability import AUTH_FAILURES
+from gateway.policy.bundle import PolicyBundle
+from gateway.policy.decisions import note
+from gateway.policy.rules import Outcome
+
+_POLICY_REFUSALS = ("missing_credentials", "insufficient_scope")
 
 
 class Authenticator:
-    def __init__(self, auth: Auth, metadata_url: str, public_paths: frozenset[str]) -> None:
+    def __init__(self, auth: Auth, metadata_url: str, public_paths: frozenset[str],
+                 bundle: PolicyBundle | None = None) -> None:
         self.auth = auth
-        self.routes = RouteTable(auth, public_paths)
+        rules = bundle.of_kind("route", shadow=True) if bundle is not None else None
+        self.routes = RouteTable(auth, public_paths, rules)
         self._metadata_url = metadata_url
         self._http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
         self._jwt = JwtVerifier(auth.issuers, self._http) if auth.issuers else None
@@ -35,6 +42,26 @@ class Authenticator:
 
     async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal | Decision:
         access = self.routes.access(ctx.path, ctx.method)
+        outcome = await self._authenticate(ctx, scope, access)
+        self._note(ctx, access, outcome)
+        return outcome
+
+    def _note(self, ctx: RequestContext, access: Access, outcome: Principal | Decision) -> None:
+        """Record the route decision: not for discovery documents (no rule governs them) nor
+        for credentials that failed (authentication, not policy)."""
+        if self.routes.is_document(ctx.path):
+            return
+        if isinstance(outcome, Decision) and outcome.code not in _POLICY_REFUSALS:
+            return
+        principal = outcome if isinstance(outcome, Principal) else ANONYMOUS
+        effect = "allow" if isinstance(outcome, Principal) else "deny"
+        why = "admitted" if effect == "allow" else (outcome.code or "refused")
+        note(ctx, "gateway", self.routes.ask(ctx.path, ctx.method, principal),
+             Outcome(effect, access.rule, "enforce", why),
+             self.routes.shadow(ctx.path, ctx.method, principal))
+
+    async def _authenticate(self, ctx: RequestContext, scope: dict,
+                            access: Access) -> Principal | Decision:
         try:
             credential = extract(scope, self.auth, self.api_keys.header if self.api_keys else None)
             if credential is None:

@@ -1,32 +1,63 @@
-"""Which routes need which scopes: the longest matching path prefix wins."""
+"""Which routes need which scopes: the longest matching path prefix wins.
+
+Route rules are policy rules of kind `route` (gateway.policy.kinds): those of the policy files
+and those still written under `auth.routes` in the config file (ids `config:auth.routes[i]`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.auth.config import Auth
-from gateway.paths import matches_prefix, method_covered
+from gateway.model import Principal
+from gateway.policy.kinds import ROUTE, RouteRule, config_route_rules
+from gateway.policy.rules import Ask, Outcome, Rule, evaluate
 
 
 @dataclass(frozen=True, slots=True)
 class Access:
     public: bool
     scopes: frozenset[str] = frozenset()
+    rule: str | None = None  # the deciding rule's id; None: auth.default_access
 
 
 class RouteTable:
-    def __init__(self, auth: Auth, public_paths: frozenset[str] = frozenset()) -> None:
-        self._rules = sorted(auth.routes, key=lambda rule: len(rule.path), reverse=True)
-        self._default = Access(public=auth.default_access == "public")
+    def __init__(self, auth: Auth, public_paths: frozenset[str] = frozenset(),
+                 rules: Sequence[Rule] | None = None) -> None:
+        if rules is None:
+            rules = [RouteRule.model_validate(raw) for raw in config_route_rules(auth)]
+        self._rules = [rule for rule in rules if isinstance(rule, RouteRule)]
+        self._enforced = [rule for rule in self._rules if rule.mode == "enforce"]
+        self._has_shadow = len(self._enforced) != len(self._rules)
+        self._default_access = auth.default_access
         self._public_paths = public_paths  # discovery documents: always public
 
     def access(self, path: str, method: str) -> Access:
         if path in self._public_paths:
             return Access(public=True)
-        for rule in self._rules:
-            if matches_prefix(rule.path, path) and method_covered(method, rule.methods):
-                return Access(rule.public, frozenset(rule.scopes))
-        return self._default
+        ask = self.ask(path, method, Principal())
+        chosen = [rule for rule in self._enforced if rule.selects(ask)]
+        if not chosen:
+            return Access(public=self._default_access == "public")
+        rule = max(chosen, key=lambda r: r.specificity())  # the first of the longest
+        return Access(rule.public, frozenset(rule.when.scopes), rule.id)
+
+    def is_document(self, path: str) -> bool:
+        """Discovery documents: public whatever the rules say, so no rule decides them."""
+        return path in self._public_paths
+
+    def ask(self, path: str, method: str, principal: Principal) -> Ask:
+        return Ask("route", path, principal,
+                   {"method": method, "default_access": self._default_access})
+
+    def shadow(self, path: str, method: str, principal: Principal) -> Outcome | None:
+        """What the route rules would decide with the shadow ones enforced (None: no shadow)."""
+        if not self._has_shadow or path in self._public_paths:
+            return None
+        ask = self.ask(path, method, principal)
+        return evaluate(self._rules, ask, ROUTE.default_for(ask), most_specific=True)
 
     def scopes(self) -> set[str]:
-        return {scope for rule in self._rules for scope in rule.scopes}
+        return {scope for rule in self._enforced for scope in rule.when.scopes}
+

@@ -1,7 +1,12 @@
 """Models of the policy files in the `policies:` folder. Each file is a policy pack; every key
-is optional, so packs can be split by topic (one file per team or per rule kind)."""
+is optional, so packs can be split by topic (one file per team or per rule kind).
+
+`rules:` is the one format (gateway.policy.rules); `vector_return` and `aip` are the older
+keys, still read and translated into rules (ids `<file>.vector_return[0]`, `<file>.aip...`)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +41,8 @@ class AipRules(Strict):
 
 class PolicyPack(Strict):
     description: str | None = None
+    owner: str | None = Field(None, description="Who answers for the rules of this file.")
+    rules: list[Any] = Field([], description="Rules in order; see the README, Policy rules.")
     vector_return: list[VectorReturnRule] = Field(
         [], description="AIDRE §11.2: vectors are never returned unless a rule here allows it."
     )

@@ -14,7 +14,9 @@ from typing import Protocol
 
 from gateway.context import RequestContext
 from gateway.model import Decision, Hit, Principal, Query, deny
-from gateway.policy.config import PolicyPack
+from gateway.policy.bundle import PolicyBundle
+from gateway.policy.decisions import note
+from gateway.policy.rules import Ask
 
 # Result parts no collection can produce: asking for them follows `Query.strict_fields`.
 UNAVAILABLE_PARTS = frozenset({"semantic_payload"})
@@ -43,57 +45,64 @@ class Resource(Protocol):
 
 
 class PolicyEngine:
-    def __init__(self, collections: Mapping[str, Resource], packs: list[PolicyPack]) -> None:
+    def __init__(self, collections: Mapping[str, Resource], bundle: PolicyBundle) -> None:
         self.collections = collections
-        self._vector_rules = [rule for pack in packs for rule in pack.vector_return]
+        self.bundle = bundle
 
-    def can_read(self, principal: Principal, name: str | None) -> bool:
-        """Public resources are open to all; the others need every one of their scopes."""
-        collection = self.collections.get(name or "")
-        if collection is None:
+    def can_read(self, principal: Principal, name: str | None,
+                 ctx: RequestContext | None = None) -> bool:
+        """Whether a collection is readable (`collection_read` rules); unknown ones never are."""
+        if (name or "") not in self.collections:
             return False
-        if collection.public:
-            return True
-        return not principal.is_anonymous and collection.scopes <= principal.scopes
+        return self._decide(ctx, Ask("collection_read", name or "", principal)) == "allow"
 
     def readable(self, principal: Principal) -> list[Resource]:
         return [c for name, c in self.collections.items() if self.can_read(principal, name)]
 
-    def visibilities(self, principal: Principal, name: str) -> frozenset[str]:
+    def visibilities(self, principal: Principal, name: str,
+                     ctx: RequestContext | None = None) -> frozenset[str]:
         """The record visibilities this caller may see in a resource it can read."""
         resource = self.collections[name]
-        rules = resource.record_visibility or {}
-        seen = {"public", resource.visibility} - set(rules)
-        seen.update(value for value, scopes in rules.items() if _admits(scopes, principal))
+        named = {rule.visibility for rule in self.bundle.of_kind("record_visibility", shadow=True)
+                 if getattr(rule, "collection", None) == name}
+        seen = set()
+        for value in sorted({"public", resource.visibility} | named):
+            ask = Ask("record_visibility", name, principal,
+                      {"visibility": value, "collection_visibility": resource.visibility})
+            if self._decide(ctx, ask) == "allow":
+                seen.add(value)
         return frozenset(seen)
 
-    def vectors_allowed(self, principal: Principal, name: str) -> bool:
+    def vectors_allowed(self, principal: Principal, name: str,
+                        ctx: RequestContext | None = None) -> bool:
         """Only an explicit rule allows vectors out; access-controlled collections included."""
-        return self.can_read(principal, name) and any(
-            _admits(rule.scopes, principal) for rule in self._vector_rules
-            if rule.collection == name)
+        return self.can_read(principal, name) and \
+            self._decide(ctx, Ask("vector_return", name, principal)) == "allow"
 
     def vectors_possible(self) -> bool:
         """Whether any caller could ever get vectors back (for discovery's capabilities)."""
         with_vectors = {n for n, c in self.collections.items() if c.returns_vectors}
-        return any(rule.collection in with_vectors for rule in self._vector_rules)
+        return any(getattr(rule, "collection", None) in with_vectors and rule.effect == "allow"
+                   for rule in self.bundle.of_kind("vector_return"))
 
     def before(self, ctx: RequestContext, query: Query) -> Query | Decision:
-        if not self.can_read(ctx.principal, query.collection):
+        if not self.can_read(ctx.principal, query.collection, ctx):
             # Unknown and forbidden look alike, so a refusal says nothing about existence.
             return deny(404, "not_found", "No such collection.",
                         details={"collection": query.collection})
         refused = set(query.fields & UNAVAILABLE_PARTS)
-        if "vectors" in query.fields and not self.vectors_allowed(ctx.principal,
-                                                                  query.collection or ""):
+        if "vectors" in query.fields and not self.vectors_allowed(
+                ctx.principal, query.collection or "", ctx):
             refused.add("vectors")
         if refused and query.strict_fields:
             return deny(400, "unsupported_return_field",
                         "A requested return field is not available to this caller.",
                         details={"fields": sorted(refused)})
+        if refused and ctx.decisions:
+            ctx.decisions[-1] = replace(ctx.decisions[-1], removed=tuple(sorted(refused)))
         # Decided before the upstream call, so an upstream that can filter is told (and the
         # hits are still checked in `after`).
-        visible = sorted(self.visibilities(ctx.principal, query.collection or ""))
+        visible = sorted(self.visibilities(ctx.principal, query.collection or "", ctx))
         return replace(query, fields=query.fields - refused,
                        filters={**query.filters, "visibility": visible})
 
@@ -108,6 +117,12 @@ class PolicyEngine:
         visible = self.visibilities(ctx.principal, query.collection or "")
         return [hit for hit in hits if record_visibility(resource, hit) in visible]
 
+    def _decide(self, ctx: RequestContext | None, ask: Ask) -> str:
+        outcome = self.bundle.decide(ask)
+        if ctx is not None:
+            note(ctx, ctx.surface, ask, outcome, self.bundle.shadow(ask))
+        return outcome.effect
+
 
 def record_visibility(resource: Resource, hit: Hit) -> str | None:
     """The record's own visibility, else the resource's; None (seen by nobody) when records
@@ -117,6 +132,3 @@ def record_visibility(resource: Resource, hit: Hit) -> str | None:
         return resource.visibility
     return value if isinstance(value, str) else None
 
-
-def _admits(scopes: frozenset[str] | list[str], principal: Principal) -> bool:
-    return set(scopes) <= principal.scopes and (not scopes or not principal.is_anonymous)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.capability import Capability
+from gateway.policy.kinds import RuleKind
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
 from gateway.surfaces.aidip.config import Aidip
@@ -31,6 +32,11 @@ class AidipPlugin(Surface):
 
         return aidip_problems(settings, self.section(settings))
 
+    def policy_rules(self) -> list[RuleKind]:
+        from gateway.surfaces.aidip.policy_rules import AIDIP_KINDS
+
+        return AIDIP_KINDS
+
     def mount(self, context: MountContext) -> Mount | None:
         aidip: Aidip | None = self.section(context.settings)
         if aidip is None or not aidip.enabled:
@@ -51,7 +57,8 @@ class AidipPlugin(Surface):
             self._breakers[breaker_key] = Breakers(*breaker_key)
         settings = context.settings
         base = (settings.public_base_url or "").rstrip("/") + aidip.base_path + "/agents"
-        catalog = Catalog(aidip, self._stores[store_key], base, _authentication(settings))
+        catalog = Catalog(aidip, self._stores[store_key], base, _authentication(settings),
+                          context.bundle)
         egress = EgressClient(aidip.egress)
         service = AidipService(catalog, self._breakers[breaker_key], egress)
         routes = service.routes()

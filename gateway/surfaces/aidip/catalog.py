@@ -12,6 +12,8 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.model import Principal
+from gateway.policy.bundle import PolicyBundle
+from gateway.policy.rules import Ask
 from gateway.surfaces.aidip.config import Aidip, ConfiguredAgent
 from gateway.surfaces.aidip.store import AgentStore, Record
 
@@ -55,8 +57,9 @@ def owner_of(principal: Principal) -> str | None:
 
 class Catalog:
     def __init__(self, settings: Aidip, store: AgentStore, invoke_base: str,
-                 authentication: dict[str, Any]) -> None:
+                 authentication: dict[str, Any], bundle: PolicyBundle | None = None) -> None:
         self.settings = settings
+        self.bundle = bundle  # `agent_access` rules (policy_rules.py)
         self.store = store
         self.invoke_base = invoke_base  # e.g. https://gw.example/agents
         self.authentication = authentication
@@ -67,9 +70,14 @@ class Catalog:
         return self.settings.admin_scope in principal.scopes
 
     def may_see(self, agent: Agent, principal: Principal) -> bool:
-        if agent.clients is None or self.is_admin(principal):
+        if self.is_admin(principal):
             return True
         if agent.owner is not None and agent.owner == owner_of(principal):
+            return True
+        if self.bundle is not None and self.bundle.decide(
+                Ask("agent_access", agent.id, principal)).effect == "deny":
+            return False
+        if agent.clients is None:
             return True
         return principal.client_id is not None and principal.client_id in agent.clients
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from gateway.capability import Capability
 from gateway.policy.config import PolicyPack
+from gateway.policy.kinds import RuleKind
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
 from gateway.surfaces.aidre.config import Aidre
@@ -38,6 +39,11 @@ class AidrePlugin(Surface):
         from gateway.surfaces.aidre.checks import vector_rule_problems
 
         return vector_rule_problems(self.section(settings), pack)
+
+    def policy_rules(self) -> list[RuleKind]:
+        from gateway.surfaces.aidre.policy_rules import AIDRE_KINDS
+
+        return AIDRE_KINDS
 
     def mount(self, context: MountContext) -> Mount | None:
         aidre = self.section(context.settings)

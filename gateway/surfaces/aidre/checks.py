@@ -49,6 +49,13 @@ def cursor_warnings(aidre: Aidre | None) -> list[tuple[str, str]]:
 def vector_rule_problems(aidre: Aidre | None, pack: PolicyPack) -> list[tuple[str, str]]:
     """(dotted path in the policy file, message) for rules naming no AIDRE collection."""
     known = set(aidre.collections) if aidre else set()
-    return [(f"vector_return[{index}].collection",
-             f"expected one of the AIDRE collections ({', '.join(sorted(known)) or 'none'})")
-            for index, rule in enumerate(pack.vector_return) if rule.collection not in known]
+    expected = f"expected one of the AIDRE collections ({', '.join(sorted(known)) or 'none'})"
+    problems = [(f"vector_return[{index}].collection", expected)
+                for index, rule in enumerate(pack.vector_return) if rule.collection not in known]
+    problems.extend((f"rules[{index}].collection", expected)
+                    for index, rule in enumerate(pack.rules)
+                    if rule.kind in _KINDS and rule.collection not in known)
+    return problems
+
+
+_KINDS = ("collection_read", "vector_return", "record_visibility")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.capability import Capability
+from gateway.policy.kinds import RuleKind
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
 from gateway.surfaces.aip.config import Aip
@@ -36,6 +37,11 @@ class AipPlugin(Surface):
 
         return aip_problems(settings, self.section(settings))
 
+    def policy_rules(self) -> list[RuleKind]:
+        from gateway.surfaces.aip.policy_rules import AIP_KINDS
+
+        return AIP_KINDS
+
     def add_commands(self, commands: Any) -> None:
         from gateway.surfaces.aip.cli import add_aip_parser
 
@@ -52,9 +58,8 @@ class AipPlugin(Surface):
         from gateway.surfaces.aip.wiring import Wiring
 
         settings = context.settings
-        policy = AipPolicy(list(context.policies))
-        documents = aip_documents(aip, settings.public_base_url or "", list(context.policies),
-                                  context.modified)
+        policy = AipPolicy(context.bundle)
+        documents = aip_documents(aip, settings.public_base_url or "", policy, context.modified)
         wiring = Wiring.acquire(aip)  # sources compile: the load-time checks made sure
         served = routes(aip, set(settings.upstreams), policy, wiring.gate, wiring.sink)
         return Mount(self.name, served, documents=dict(documents), render_error=error_response,

@@ -35,7 +35,7 @@ def aip_problems(settings: Settings, aip: Aip | None) -> list[tuple[str, str]]:
         problems.append(("aip.event.path", "expected a path other than retrieve_path"))
     if aip.retrieval.chunk_tokens > aip.retrieval.max_tokens:
         problems.append(("aip.retrieval.chunk_tokens", "expected at most retrieval.max_tokens"))
-    document = declaration(aip, settings.public_base_url or "https://invalid", AipPolicy([]))
+    document = declaration(aip, settings.public_base_url or "https://invalid", AipPolicy(None))
     problems.extend(("aip", f"aip.json would not match the spec's schema: {error.message}")
                     for error in schema_validator("aip").iter_errors(document))
     return problems

@@ -7,7 +7,6 @@ from datetime import date
 from typing import Any
 
 from gateway.endpoints import StaticDocument
-from gateway.policy.config import PolicyPack
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.policy import AipPolicy
 from gateway.surfaces.aip.signing_config import Signing
@@ -84,9 +83,9 @@ def capabilities(document: dict[str, Any], encoding: str) -> dict[str, Any]:
     return served
 
 
-def aip_documents(aip: Aip, base_url: str, packs: list[PolicyPack],
+def aip_documents(aip: Aip, base_url: str, policy: AipPolicy,
                   config_date: date | None = None) -> dict[str, StaticDocument]:
-    document = declaration(aip, base_url, AipPolicy(packs), config_date)
+    document = declaration(aip, base_url, policy, config_date)
     age = aip.declaration_max_age
     return {
         DECLARATION_PATH: StaticDocument("aip", document, max_age=age),

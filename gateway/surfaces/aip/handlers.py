@@ -87,7 +87,7 @@ class Retriever:
     async def _answer(self, ask: RetrieveRequest, generation: Any,
                       ctx: RequestContext) -> Response:
         policy = self.policy
-        denial = policy.decide(self.aip, ask, datetime.now(UTC).date())
+        denial = policy.decide(self.aip, ask, datetime.now(UTC).date(), ctx)
         if denial is not None:
             return _denied(ctx, ask.request_id, denial)
         limits = policy.limits(self.aip.retrieval.max_chunks, self.aip.retrieval.max_tokens)

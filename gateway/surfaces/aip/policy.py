@@ -7,7 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
-from gateway.policy.config import AipRules, PolicyPack
+from gateway.context import RequestContext
+from gateway.model import ANONYMOUS
+from gateway.policy.bundle import PolicyBundle
+from gateway.policy.decisions import note
+from gateway.policy.rules import Ask
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.request import RetrieveRequest
 
@@ -34,25 +38,36 @@ def in_scope(domains: list[str], intent: str) -> bool:
 
 
 class AipPolicy:
-    def __init__(self, packs: list[PolicyPack]) -> None:
-        self._rules = [pack.aip for pack in packs if pack.aip is not None]
+    """Decides with the bundle's `aip_retrieve` and `aip_limit` rules (policy_rules.py)."""
+
+    def __init__(self, bundle: PolicyBundle | None) -> None:
+        self.bundle = bundle
+        self._limits = bundle.of_kind("aip_limit") if bundle is not None else []
 
     def limits(self, declared_chunks: int, declared_tokens: int) -> Limits:
-        chunks = [declared_chunks, *(r.max_chunks for r in self._rules if r.max_chunks)]
-        tokens = [declared_tokens, *(r.max_tokens for r in self._rules if r.max_tokens)]
+        chunks = [declared_chunks, *(r.max_chunks for r in self._limits if r.max_chunks)]
+        tokens = [declared_tokens, *(r.max_tokens for r in self._limits if r.max_tokens)]
         return Limits(min(chunks), min(tokens))
 
-    def decide(self, aip: Aip, request: RetrieveRequest, today: date) -> Denial | None:
+    def decide(self, aip: Aip, request: RetrieveRequest, today: date,
+               ctx: RequestContext | None = None) -> Denial | None:
         """The first denial that applies, or None when the request may be served."""
         return (_access(aip, today) or _scope(aip, request)
-                or self._violation(request) or _unsupported(aip, request))
+                or self._violation(request, ctx) or _unsupported(aip, request))
 
-    def _violation(self, request: RetrieveRequest) -> Denial | None:
-        for rules in self._rules:
-            denial = _against(rules, request)
-            if denial is not None:
-                return denial
-        return None
+    def _violation(self, request: RetrieveRequest, ctx: RequestContext | None) -> Denial | None:
+        if self.bundle is None:
+            return None
+        ask = Ask("aip_retrieve", "retrieve", ctx.principal if ctx else ANONYMOUS, {
+            "platform": request.platform_id, "placement": request.placement,
+            "uses": request.uses})
+        outcome = self.bundle.decide(ask)
+        note(ctx, "aip", ask, outcome, self.bundle.shadow(ask))
+        if outcome.effect == "allow":
+            return None
+        rule = self.bundle.rule(outcome.rule) if outcome.rule else None
+        return Denial("policy_violation", getattr(rule, "message", None)
+                      or "This retrieval is not permitted by the publisher's policy.")
 
 
 def _access(aip: Aip, today: date) -> Denial | None:
@@ -69,16 +84,6 @@ def _scope(aip: Aip, request: RetrieveRequest) -> Denial | None:
     if all(in_scope(aip.editorial_domains, intent) for intent in request.intent_domains):
         return None
     return Denial("out_of_scope", "Requested intent is outside declared editorial domains.")
-
-
-def _against(rules: AipRules, request: RetrieveRequest) -> Denial | None:
-    if request.platform_id in rules.denied_platforms:
-        return Denial("policy_violation", "This platform may not retrieve from this publisher.")
-    if rules.allowed_placements is not None and request.placement not in rules.allowed_placements:
-        return Denial("policy_violation", "Content may not be used in this placement.")
-    if set(request.uses) & set(rules.forbidden_uses):
-        return Denial("policy_violation", "The declared use of the content is not permitted.")
-    return None
 
 
 def _unsupported(aip: Aip, request: RetrieveRequest) -> Denial | None:

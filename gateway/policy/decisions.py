@@ -1,0 +1,90 @@
+"""Decisions taken for one request: noted on its context, counted, and turned into the
+decision-log line (gateway.policy.decisionlog) once the request is over."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.context import RequestContext
+from gateway.observability import POLICY_DECISIONS
+from gateway.policy.rules import Ask, Outcome
+
+HEADER = b"x-aigw-decision-id"
+
+
+@dataclass(frozen=True, slots=True)
+class Noted:
+    surface: str
+    ask: Ask
+    outcome: Outcome
+    shadow: Outcome | None = None
+    removed: tuple[str, ...] = ()  # result parts or fields taken out (projection)
+
+    @property
+    def shadow_differs(self) -> bool:
+        return self.shadow is not None and (self.shadow.effect, self.shadow.rule) != (
+            self.outcome.effect, self.outcome.rule)
+
+
+def note(ctx: RequestContext | None, surface: str, ask: Ask, outcome: Outcome,
+         shadow: Outcome | None = None, removed: tuple[str, ...] = ()) -> None:
+    """Count a decision and, with a request, note it for the decision log."""
+    POLICY_DECISIONS.labels(_label(outcome, ask), outcome.effect, "enforce").inc()
+    if shadow is not None and shadow.mode == "shadow":
+        POLICY_DECISIONS.labels(_label(shadow, ask), shadow.effect, "shadow").inc()
+    if ctx is None:
+        return
+    if ctx.decision_id is None:
+        ctx.decision_id = os.urandom(16).hex()
+    ctx.decisions.append(Noted(surface, ask, outcome, shadow, removed))
+
+
+def _label(outcome: Outcome, ask: Ask) -> str:
+    return outcome.rule or f"default:{ask.kind}"
+
+
+def log_record(ctx: RequestContext, revision: str, subjects: str) -> dict[str, Any]:
+    """The decision-log line of a request: the deciding decision first, then all of them."""
+    final = next((d for d in ctx.decisions if d.outcome.effect == "deny"), ctx.decisions[-1])
+    return {
+        "type": "decision", "ts": time.time(), "decision_id": ctx.decision_id,
+        "request_id": ctx.request_id, "revision": revision, "surface": final.surface,
+        "kind": final.ask.kind, "resource": final.ask.resource,
+        "rule": final.outcome.rule, "effect": final.outcome.effect, "mode": final.outcome.mode,
+        "principal": principal_view(final.ask.principal, subjects),
+        "fields_removed": sorted({f for d in ctx.decisions for f in d.removed}),
+        "decisions": [_entry(d) for d in ctx.decisions],
+    }
+
+
+def _entry(decision: Noted) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "surface": decision.surface, "kind": decision.ask.kind,
+        "resource": decision.ask.resource, "rule": decision.outcome.rule,
+        "effect": decision.outcome.effect, "mode": decision.outcome.mode,
+        "why": decision.outcome.why,
+    }
+    attributes = {k: list(v) if isinstance(v, tuple) else v
+                  for k, v in decision.ask.attributes.items() if isinstance(v, str | tuple)}
+    if attributes:
+        entry["attributes"] = attributes
+    if decision.removed:
+        entry["removed"] = list(decision.removed)
+    if decision.shadow is not None and decision.shadow.mode == "shadow":
+        entry["shadow"] = {"rule": decision.shadow.rule, "effect": decision.shadow.effect,
+                           "differs": decision.shadow_differs}
+    return entry
+
+
+def principal_view(principal: Any, subjects: str) -> dict[str, Any]:
+    """Who asked, without secrets: the subject hashed (default), kept, or left out."""
+    view: dict[str, Any] = {"kind": principal.kind.value, "scopes": sorted(principal.scopes),
+                            "client_id": principal.client_id}
+    if principal.subject is not None and subjects != "omit":
+        view["subject"] = principal.subject if subjects == "clear" else \
+            "sha256:" + hashlib.sha256(principal.subject.encode()).hexdigest()[:32]
+    return view

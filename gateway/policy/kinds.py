@@ -1,0 +1,119 @@
+"""Rule kinds: what each kind of rule selects, its default, and where older forms come from.
+
+The core declares `route`; each surface declares its own through `Surface.policy_rules()`
+(see gateway.registry.rule_kinds). A kind may also read rules still written in the config file
+(`from_config`, ids `config:...`) or in an older policy-file key (`legacy`), so existing files
+keep working while teams move them into `rules:`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from gateway.model import Principal
+from gateway.paths import matches_prefix, method_covered
+from gateway.policy.rules import Ask, Effect, Rule
+
+if TYPE_CHECKING:
+    from gateway.auth.config import Auth
+    from gateway.settings import Settings
+
+RawRule = dict[str, Any]
+Sample = tuple[str, dict[str, Any]]  # (resource, attributes) of a decision to try
+
+
+@dataclass(frozen=True, slots=True)
+class RuleKind:
+    name: str
+    surface: str
+    model: type[Rule]
+    summary: str  # one line for the README, lint and the report
+    default: Effect | Callable[[Ask], Effect] = "deny"
+    most_specific: bool = False
+    from_config: Callable[[Settings], list[RawRule]] | None = None
+    legacy: Callable[[dict[str, Any], str], list[RawRule]] | None = None
+    # The resources a config offers for this kind (lint, report, diff); None: any string.
+    resources: Callable[[Settings], list[str]] | None = None
+    # The decisions worth trying for this kind (lint, report, diff): every resource and
+    # attribute value the config and the rules name, and one they do not.
+    samples: Callable[[Settings, list[Rule]], list[Sample]] | None = None
+    # What a caller allowed by this kind gets to see (report, fixtures), from the same rules.
+    projection: Callable[[Settings, Any, Ask], list[str]] | None = None
+    # Attributes the gateway adds from its config (fixtures and explain need not spell them).
+    context: Callable[[Settings, Ask], dict[str, Any]] | None = None
+
+    def with_context(self, settings: Settings, ask: Ask) -> Ask:
+        if self.context is None:
+            return ask
+        attributes = {**self.context(settings, ask), **ask.attributes}
+        return Ask(ask.kind, ask.resource, ask.principal, attributes)
+
+    def default_for(self, ask: Ask) -> Effect:
+        return self.default(ask) if callable(self.default) else self.default
+
+
+class RouteRule(Rule):
+    """Who may call paths under a prefix: the longest matching prefix decides."""
+
+    kind: Literal["route"]
+    path: str = Field(pattern=r"^/", description="Path prefix; the longest matching one applies.")
+    methods: list[str] | None = Field(None, description="GET also covers HEAD.")
+    public: bool = Field(False, description="Anonymous callers allowed (a token is still "
+                                            "checked); else a token with `when.scopes`.")
+
+    def selects(self, ask: Ask) -> bool:
+        methods = [m.upper() for m in self.methods] if self.methods else None
+        return matches_prefix(self.path, ask.resource) and method_covered(
+            str(ask.attributes.get("method", "GET")), methods)
+
+    def specificity(self) -> int:
+        return len(self.path)
+
+    def admits(self, principal: Principal) -> bool:
+        if self.public:
+            return True
+        return not principal.is_anonymous and self.when.admits(principal)
+
+    def why_not(self, principal: Principal) -> str:
+        return "needs a token" if principal.is_anonymous and not self.when.scopes \
+            else self.when.why_not(principal)
+
+
+def _config_routes(settings: Settings) -> list[RawRule]:
+    return config_route_rules(settings.auth) if settings.auth is not None else []
+
+
+def config_route_rules(auth: Auth) -> list[RawRule]:
+    """`auth.routes` of the config file as route rules."""
+    return [{"id": f"config:auth.routes[{index}]", "kind": "route",
+             "description": f"auth.routes in the config file: {rule.path}",
+             "path": rule.path, "methods": rule.methods, "public": rule.public,
+             "when": {"scopes": list(rule.scopes)}}
+            for index, rule in enumerate(auth.routes)]
+
+
+def _route_default(ask: Ask) -> Effect:
+    return "allow" if ask.attributes.get("default_access") == "public" else "deny"
+
+
+def _route_samples(settings: Settings, rules: list[Rule]) -> list[Sample]:
+    default = settings.auth.default_access if settings.auth else "public"
+    found = []
+    for rule in rules:
+        if isinstance(rule, RouteRule):
+            for method in rule.methods or ["GET"]:
+                found.append((rule.path, {"method": method.upper(), "default_access": default}))
+    return found
+
+
+ROUTE = RuleKind("route", "gateway", RouteRule,
+                 "who may call a path: public, or a token with scopes (longest prefix wins)",
+                 default=_route_default, most_specific=True, from_config=_config_routes,
+                 samples=_route_samples, context=lambda settings, ask: {
+                     "default_access": settings.auth.default_access if settings.auth
+                     else "public"})
+CORE_KINDS = (ROUTE,)

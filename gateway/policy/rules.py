@@ -1,0 +1,147 @@
+"""The one rule format of `policies/`, and how a decision is taken from rules.
+
+Every rule has an id, a kind, a description, an owner, a mode (`enforce` or `shadow`), an
+effect and a `when` (who it applies to). Its kind adds what it selects (a path, a collection,
+a platform...). The semantics, stated once (README "Policy rules"):
+
+- The rules of the decision's kind that *select* the resource are consulted in file order
+  (files by name); a rule *matches* when it selects the resource and `when` holds.
+- Deny overrides: the first matching `deny` rule decides. Else the first matching `allow`.
+- When rules select the resource but none matches and one of them allows, the resource is
+  allow-listed and the caller is denied. When no rule selects it, the kind's default applies.
+- Kinds marked `most_specific` (routes) consult only the most specific selecting rule: it
+  allows when `when` holds and denies otherwise.
+- `shadow` rules are evaluated the same way but only logged and counted; they change nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.model import Principal
+
+Effect = Literal["allow", "deny"]
+Mode = Literal["enforce", "shadow"]
+RuleId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/#\[\]-]{0,127}$")]
+KindName = Literal["anonymous", "owner", "client"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Who(Strict):
+    """Who a rule applies to; every condition given must hold (none given: everyone)."""
+
+    scopes: list[str] = Field([], description="Every one of these scopes; any means a token.")
+    kinds: list[KindName] | None = Field(None, description="Token kinds (anonymous, owner, "
+                                         "client).")
+    clients: list[str] | None = Field(None, description="client_id values.")
+
+    def admits(self, principal: Principal) -> bool:
+        if self.scopes and (principal.is_anonymous or not set(self.scopes) <= principal.scopes):
+            return False
+        if self.kinds is not None and principal.kind.value not in self.kinds:
+            return False
+        return self.clients is None or principal.client_id in self.clients
+
+    def why_not(self, principal: Principal) -> str:
+        missing = sorted(set(self.scopes) - principal.scopes)
+        if self.scopes and principal.is_anonymous:
+            return "needs a token with " + ", ".join(self.scopes)
+        if missing:
+            return "lacks scope " + ", ".join(missing)
+        if self.kinds is not None and principal.kind.value not in self.kinds:
+            return f"token kind {principal.kind.value} is not {', '.join(self.kinds)}"
+        return "client is not listed"
+
+
+class Rule(Strict):
+    """Fields every rule kind shares."""
+
+    id: RuleId = Field(description="Unique across the policies folder; decisions name it.")
+    kind: str
+    description: str = Field(min_length=1, description="What the rule is for, for reviewers.")
+    owner: str | None = Field(None, description="Who answers for it (team or person).")
+    mode: Mode = Field("enforce", description="shadow: evaluated, logged, counted; no effect.")
+    effect: Effect = "allow"
+    when: Who = Who()
+
+    def admits(self, principal: Principal) -> bool:
+        return self.when.admits(principal)
+
+    def why_not(self, principal: Principal) -> str:
+        return self.when.why_not(principal)
+
+    def selects(self, ask: Ask) -> bool:
+        """Whether this rule is about the asked resource (kinds narrow it)."""
+        return True
+
+    def specificity(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A decision to take: of `kind`, about `resource`, for `principal`."""
+
+    kind: str
+    resource: str
+    principal: Principal
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Consulted:
+    rule: str
+    mode: str
+    matched: bool
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the rules decided; `rule` None means the kind's default decided."""
+
+    effect: Effect
+    rule: str | None
+    mode: Mode
+    why: str
+    consulted: tuple[Consulted, ...] = ()
+
+
+def evaluate(rules: list[Rule], ask: Ask, default: Effect, *,
+             most_specific: bool = False) -> Outcome:
+    """The decision of `rules` (already filtered to one mode) on `ask`."""
+    selecting = [rule for rule in rules if rule.kind == ask.kind and rule.selects(ask)]
+    if most_specific:
+        selecting = sorted(selecting, key=lambda rule: -rule.specificity())[:1]
+    consulted = tuple(_consult(rule, ask.principal) for rule in selecting)
+    if most_specific and selecting:
+        rule, seen = selecting[0], consulted[0]
+        effect: Effect = rule.effect if seen.matched else _opposite(rule.effect)
+        return Outcome(effect, rule.id, rule.mode, seen.why, consulted)
+    matching = [rule for rule, seen in zip(selecting, consulted, strict=True) if seen.matched]
+    for wanted in ("deny", "allow"):
+        for rule in matching:
+            if rule.effect == wanted:
+                return Outcome(rule.effect, rule.id, rule.mode, rule.description, consulted)
+    for rule, seen in zip(selecting, consulted, strict=True):
+        if rule.effect == "allow":
+            return Outcome("deny", rule.id, rule.mode,
+                           f"allow-listed, and the caller {seen.why}", consulted)
+    return Outcome(default, None, "enforce", "no rule selects it: the default", consulted)
+
+
+def _consult(rule: Rule, principal: Principal) -> Consulted:
+    matched = rule.admits(principal)
+    why = "matches" if matched else rule.why_not(principal)
+    return Consulted(rule.id, rule.mode, matched, why)
+
+
+def _opposite(effect: Effect) -> Effect:
+    return "deny" if effect == "allow" else "allow"

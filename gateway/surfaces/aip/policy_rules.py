@@ -1,0 +1,106 @@
+"""AIP's rule kinds: which platforms, placements and declared uses may retrieve
+(`aip_retrieve`, denials answered as `policy_violation`), and limits (`aip_limit`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from gateway.policy.kinds import RawRule, RuleKind, Sample
+from gateway.policy.rules import Ask, Rule
+from gateway.settings import Settings
+
+
+class AipRetrieve(Rule):
+    """Selects retrieve requests by platform, placement and declared use; every selector
+    given must hold."""
+
+    kind: Literal["aip_retrieve"]
+    platforms: list[str] | None = Field(None, description="platform.id values.")
+    placements: list[str] | None = Field(None, description="context.placement values.")
+    placements_except: list[str] | None = Field(
+        None, description="Any placement but these (for an allow-list of placements).")
+    uses: list[str] | None = Field(None, description="Any of these uses in extensions.aigw.use.")
+    message: str | None = Field(None, description="The denial's message to the platform.")
+
+    def selects(self, ask: Ask) -> bool:
+        found = ask.attributes
+        return all((
+            self.platforms is None or found.get("platform") in self.platforms,
+            self.placements is None or found.get("placement") in self.placements,
+            self.placements_except is None or found.get("placement") not in self.placements_except,
+            self.uses is None or bool(set(found.get("uses", ())) & set(self.uses)),
+        ))
+
+
+class AipLimit(Rule):
+    """Caps on what one retrieve returns; the strictest of the declaration and every rule."""
+
+    kind: Literal["aip_limit"]
+    effect: Literal["allow"] = "allow"
+    max_chunks: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1)
+
+
+def _legacy(document: dict[str, Any], stem: str) -> list[RawRule]:
+    """The older `aip:` key as rules, in the order its checks ran."""
+    rules = document.get("aip")
+    if not rules:
+        return []
+    found: list[RawRule] = []
+    base = {"kind": "aip_retrieve", "effect": "deny"}
+    if rules.get("denied_platforms"):
+        found.append({**base, "id": f"{stem}.aip.denied_platforms",
+                      "description": "aip.denied_platforms",
+                      "platforms": rules["denied_platforms"],
+                      "message": "This platform may not retrieve from this publisher."})
+    if rules.get("allowed_placements") is not None:
+        found.append({**base, "id": f"{stem}.aip.allowed_placements",
+                      "description": "aip.allowed_placements",
+                      "placements_except": rules["allowed_placements"],
+                      "message": "Content may not be used in this placement."})
+    if rules.get("forbidden_uses"):
+        found.append({**base, "id": f"{stem}.aip.forbidden_uses",
+                      "description": "aip.forbidden_uses", "uses": rules["forbidden_uses"],
+                      "message": "The declared use of the content is not permitted."})
+    if rules.get("max_chunks") or rules.get("max_tokens"):
+        found.append({"kind": "aip_limit", "id": f"{stem}.aip.limits",
+                      "description": "aip.max_chunks / aip.max_tokens",
+                      "max_chunks": rules.get("max_chunks"),
+                      "max_tokens": rules.get("max_tokens")})
+    return found
+
+
+def _retrieve_samples(settings: Settings, rules: list[Rule]) -> list[Sample]:
+    """The platforms, placements and uses the rules name, each beside ordinary values."""
+    retrieve = [rule for rule in rules if isinstance(rule, AipRetrieve)]
+    platforms = {"any-platform", *(p for r in retrieve for p in r.platforms or ())}
+    placements = {"chat", *(p for r in retrieve for p in (r.placements or ()))}
+    placements |= {p for r in retrieve for p in (r.placements_except or ())} | {"other"}
+    uses: list[tuple[str, ...]] = [(), *((u,) for r in retrieve for u in r.uses or ())]
+    samples = [("retrieve", {"platform": p, "placement": "chat", "uses": ()})
+               for p in sorted(platforms)]
+    samples += [("retrieve", {"platform": "any-platform", "placement": p, "uses": ()})
+                for p in sorted(placements)]
+    samples += [("retrieve", {"platform": "any-platform", "placement": "chat", "uses": u})
+                for u in dict.fromkeys(uses)]
+    return samples
+
+
+def _limits(settings: Settings, bundle: Any, ask: Ask) -> list[str]:
+    rules = bundle.of_kind("aip_limit")
+    chunks = [r.max_chunks for r in rules if r.max_chunks]
+    tokens = [r.max_tokens for r in rules if r.max_tokens]
+    return [*([f"max_chunks={min(chunks)}"] if chunks else []),
+            *([f"max_tokens={min(tokens)}"] if tokens else [])]
+
+
+AIP_KINDS = [
+    RuleKind("aip_retrieve", "aip", AipRetrieve,
+             "which platforms, placements and uses may retrieve (default: allowed)",
+             default="allow", legacy=_legacy, samples=_retrieve_samples, projection=_limits),
+    RuleKind("aip_limit", "aip", AipLimit,
+             "max_chunks / max_tokens per retrieve (the strictest applies)", default="allow",
+             samples=lambda settings, rules: [("retrieve", {})], projection=_limits),
+]

@@ -1,0 +1,122 @@
+"""The rule semantics stated in the README (deny overrides, first allow, allow-lists, kind
+defaults, most specific route), and rules of each surface deciding real requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from aidip_config import aidip_gateway_config
+from aidre_config import aidre_gateway_config
+from processes import Gateway
+from test_aidre import search
+
+from gateway import registry
+from gateway.model import Principal, TokenKind
+from gateway.policy.bundle import PolicyBundle
+from gateway.policy.rules import Ask
+
+PARTNER = Principal("p", "partner", frozenset({"vectors:read"}), TokenKind.CLIENT)
+BOT = Principal("b", "bot", frozenset({"vectors:read"}), TokenKind.CLIENT)
+
+
+def bundle(*rules: dict) -> PolicyBundle:
+    model = registry.rule_model()
+    return PolicyBundle(tuple(model.validate_python({"description": "d", **r}) for r in rules),
+                        registry.rule_kinds())
+
+
+def vectors(rule_id: str, **extra: object) -> dict:
+    return {"id": rule_id, "kind": "vector_return", "collection": "articles", **extra}
+
+
+def test_deny_overrides_an_earlier_allow():
+    rules = bundle(vectors("partners", when={"scopes": ["vectors:read"]}),
+                   vectors("no-bots", effect="deny", when={"clients": ["bot"]}))
+    assert rules.decide(Ask("vector_return", "articles", BOT)).rule == "no-bots"
+    assert rules.decide(Ask("vector_return", "articles", BOT)).effect == "deny"
+    assert rules.decide(Ask("vector_return", "articles", PARTNER)).effect == "allow"
+
+
+def test_an_allow_listed_resource_denies_whoever_no_rule_admits():
+    rules = bundle(vectors("partners", when={"clients": ["partner"]}))
+    outcome = rules.decide(Ask("vector_return", "articles", BOT))
+    assert (outcome.effect, outcome.rule) == ("deny", "partners")
+    assert "client is not listed" in outcome.why
+
+
+def test_a_resource_no_rule_selects_gets_the_kind_default():
+    rules = bundle({"id": "scrapers", "kind": "aip_retrieve", "effect": "deny",
+                    "platforms": ["scraper-bot"]})
+    ordinary = rules.decide(Ask("aip_retrieve", "retrieve", Principal(),
+                                {"platform": "assistant", "placement": "chat", "uses": ()}))
+    assert (ordinary.effect, ordinary.rule) == ("allow", None)  # aip_retrieve: allow
+    unruled = rules.decide(Ask("vector_return", "staff", PARTNER))
+    assert (unruled.effect, unruled.rule) == ("deny", None)  # vector_return: deny
+
+
+def test_the_most_specific_route_decides_and_shadow_rules_change_nothing():
+    rules = bundle({"id": "api", "kind": "route", "path": "/api", "public": True},
+                   {"id": "users", "kind": "route", "path": "/api/users",
+                    "when": {"scopes": ["users:read"]}},
+                   {"id": "users-trial", "kind": "route", "path": "/api/users/me",
+                    "public": True, "mode": "shadow"})
+    ask = Ask("route", "/api/users/me", Principal(), {"method": "GET"})
+    assert (rules.decide(ask).effect, rules.decide(ask).rule) == ("deny", "users")
+    shadow = rules.shadow(ask)
+    assert shadow is not None and (shadow.effect, shadow.rule) == ("allow", "users-trial")
+    assert rules.decide(Ask("route", "/api/x", Principal(), {"method": "GET"})).rule == "api"
+
+
+def test_a_collection_read_deny_in_a_policy_file_hides_the_collection(
+    backend, gateway_factory, tmp_path: Path
+):
+    config = aidre_gateway_config(backend, tmp_path)
+    (tmp_path / "policies" / "freeze.yaml").write_text(yaml.safe_dump({"rules": [{
+        "id": "no-articles-for-reader", "kind": "collection_read", "collection": "articles",
+        "effect": "deny", "when": {"clients": ["reader"]},
+        "description": "The reader client is suspended."}]}))
+    gateway = gateway_factory(config)
+    body = {"query": "refund", "collection": "articles"}
+    refused = search(gateway, body, key="reader-key")
+    assert refused.status_code == 404 and refused.json()["error"] == "not_found"
+    assert search(gateway, body, key="vector-key").status_code == 200
+    listed = httpx.get(gateway.url + "/collections", headers={"x-api-key": "reader-key"})
+    assert "articles" not in [c["name"] for c in listed.json()["collections"]]
+
+
+@pytest.fixture
+def aidip_policies(tmp_path: Path) -> Path:
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "agents.yaml").write_text(yaml.safe_dump({"rules": [{
+        "id": "no-classifier-for-bob", "kind": "agent_access", "agent": "classifier",
+        "effect": "deny", "when": {"clients": ["bob-app"]},
+        "description": "Bob's client may not use the classifier."}]}))
+    return folder
+
+
+def test_an_agent_access_rule_hides_an_agent_from_one_client(
+    backend, echo, gateway_factory, aidip_policies: Path
+):
+    gateway: Gateway = gateway_factory(aidip_gateway_config(backend, echo,
+                                                            policies=str(aidip_policies)))
+    headers = {"x-api-key": "bob-key"}
+    assert httpx.get(gateway.url + "/agents/classifier", headers=headers).status_code == 404
+    listed = httpx.get(gateway.url + "/agents", headers=headers).json()
+    assert "classifier" not in {agent["id"] for agent in listed}
+    other = httpx.get(gateway.url + "/agents/classifier", headers={"x-api-key": "alice-key"})
+    assert other.status_code == 200
+
+
+def test_config_entitlements_are_rules_the_tool_can_see(backend, echo, tmp_path: Path):
+    from gateway.loader import load_config
+
+    config = tmp_path / "gw.yaml"
+    config.write_text(yaml.safe_dump(aidip_gateway_config(backend, echo)))
+    loaded = load_config(config, env={})
+    assert loaded.bundle is not None
+    rule = loaded.bundle.rule("config:aidip.agents.partner-only.clients")
+    assert rule is not None and rule.when.clients == ["partner"]
