@@ -18,7 +18,7 @@ install: $(INSTALLED)
 lint: install
 	$(BIN)/ruff check .
 
-test: install lint redis
+test: install lint redis chromium
 	$(BIN)/python -m pytest
 
 # The tests use the Redis at 127.0.0.1:6379 (started here when none answers) and start private
