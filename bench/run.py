@@ -68,6 +68,8 @@ class Result:
     p99_ms: float | None = None
     note: str = ""
     failed: bool = False
+    cpu_us: float | None = None  # CPU time of the proxy's processes per request
+    requests: int | None = None  # requests completed in the measured wrk run
 
 
 @dataclass
@@ -154,6 +156,33 @@ def nginx_version() -> str:
         return "not installed"
     out = subprocess.run(["nginx", "-v"], capture_output=True, text=True, check=False)
     return (out.stderr or out.stdout).strip().removeprefix("nginx version: ")
+
+
+def process_tree(pid: int) -> list[int]:
+    """pid and every process below it (workers of a multi-process server)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, ()))
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by pid and the processes below it."""
+    ticks = 0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -380,6 +409,7 @@ def _percentile_ms(text: str, pct: int) -> float:
 
 def parse_wrk(target: str, text: str) -> Result:
     rps = re.search(r"^Requests/sec:\s+([\d.]+)", text, re.MULTILINE)
+    count = re.search(r"^\s*(\d+) requests in", text, re.MULTILINE)
     if rps is None:
         raise BenchError(f"no Requests/sec in wrk output:\n{text}")
     notes = [
@@ -391,19 +421,30 @@ def parse_wrk(target: str, text: str) -> Result:
         _percentile_ms(text, 50),
         _percentile_ms(text, 99),
         "; ".join(notes),
+        requests=int(count.group(1)) if count else None,
     )
 
 
 def measure(
-    target: str, port: int, opts: Options, headers: Mapping[str, str] | None = None
+    target: str, port: int, opts: Options, headers: Mapping[str, str] | None = None,
+    pid: int | None = None,
 ) -> Result:
-    """Check the target, warm it up, then measure it; headers go with every request."""
+    """Check the target, warm it up, then measure it; headers go with every request.
+
+    With `pid`, the CPU time of that process and its children over the measured run, divided
+    by the requests wrk completed, becomes the result's `cpu_us`.
+    """
     check_passthrough(target, port, headers)
     run_wrk(port, WARMUP_SECONDS, opts, latency=False, headers=headers)
-    result = parse_wrk(target, run_wrk(port, opts.duration, opts, latency=True, headers=headers))
+    before = cpu_seconds(pid) if pid is not None else 0.0
+    output = run_wrk(port, opts.duration, opts, latency=True, headers=headers)
+    spent = cpu_seconds(pid) - before if pid is not None else None
+    result = parse_wrk(target, output)
+    if spent is not None and result.requests:
+        result.cpu_us = spent * 1e6 / result.requests
     print(
         f"  {target}: {result.rps:,.0f} rps, p50 {fmt_ms(result.p50_ms)}, "
-        f"p99 {fmt_ms(result.p99_ms)}",
+        f"p99 {fmt_ms(result.p99_ms)}, cpu {fmt_us(result.cpu_us)}/req",
         flush=True,
     )
     return result
@@ -431,7 +472,7 @@ def measure_proxy(
     except BenchError as exc:
         return not_measured(target, exc)
     try:
-        return measure(target, port, opts, headers)
+        return measure(target, port, opts, headers, service.proc.pid)
     except BenchError as exc:
         return not_measured(target, exc)
     finally:
@@ -449,15 +490,20 @@ def fmt_ms(value: float | None) -> str:
     return f"{value:.1f} ms" if value < 100 else f"{value:.0f} ms"
 
 
+def fmt_us(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} µs"
+
+
 def fmt_ratio(num: float | None, den: float | None) -> str:
     return "-" if num is None or not den else f"{num / den:.3g}"
 
 
 def results_table(results: list[Result]) -> list[str]:
-    lines = ["| target | rps | p50 | p99 |", "|---|---|---|---|"]
+    lines = ["| target | rps | p50 | p99 | CPU/request |", "|---|---|---|---|---|"]
     for r in results:
         rps = "-" if r.rps is None else f"{r.rps:,.0f}"
-        lines.append(f"| {r.target} | {rps} | {fmt_ms(r.p50_ms)} | {fmt_ms(r.p99_ms)} |")
+        lines.append(f"| {r.target} | {rps} | {fmt_ms(r.p50_ms)} | {fmt_ms(r.p99_ms)} "
+                     f"| {fmt_us(r.cpu_us)} |")
     return lines
 
 
@@ -524,7 +570,7 @@ def run_all(opts: Options, workdir: Path) -> list[Result]:
     upstream = start_upstream(upstream_port, opts.load_core, workdir)
     try:
         print("- upstream direct", flush=True)
-        results = [measure("upstream direct", upstream_port, opts)]
+        results = [measure("upstream direct", upstream_port, opts, pid=upstream.proc.pid)]
         if shutil.which("nginx") is None:
             print("- nginx: not on PATH, skipped (run `make bench-deps`)", flush=True)
             results.append(Result("nginx", note="skipped: nginx not on PATH"))

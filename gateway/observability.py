@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -64,18 +65,44 @@ IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.")
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
+class _Children:
+    """A metric's children by label values, looked up once: `labels()` takes a lock and
+    validates its arguments on every call. Label values here come from bounded sets."""
+
+    def __init__(self, metric: Any) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
+_REQUESTS = _Children(REQUESTS)
+_REQUEST_SECONDS = _Children(REQUEST_SECONDS)
+_UPSTREAM_SECONDS = _Children(UPSTREAM_SECONDS)
+_UPSTREAM_ERRORS = _Children(UPSTREAM_ERRORS)
+
+
 def observe(ctx: RequestContext) -> float:
     """Record one finished request in the metrics; returns its duration in seconds."""
     elapsed = time.perf_counter() - ctx.started
     method = ctx.method if ctx.method in _METHODS else "OTHER"  # bounded label values
-    REQUESTS.labels(ctx.surface, method, str(ctx.status)).inc()
-    REQUEST_SECONDS.labels(ctx.surface).observe(elapsed)
+    _REQUESTS(ctx.surface, method, str(ctx.status)).inc()
+    _REQUEST_SECONDS(ctx.surface).observe(elapsed)
     if ctx.upstream is not None:
         if ctx.upstream_seconds is not None:
-            UPSTREAM_SECONDS.labels(ctx.upstream).observe(ctx.upstream_seconds)
+            _UPSTREAM_SECONDS(ctx.upstream).observe(ctx.upstream_seconds)
         if ctx.upstream_error is not None:
-            UPSTREAM_ERRORS.labels(ctx.upstream, ctx.upstream_error).inc()
+            _UPSTREAM_ERRORS(ctx.upstream, ctx.upstream_error).inc()
     return elapsed
+
+
+def derive_in_flight(count: Callable[[], int]) -> None:
+    """Read the in-flight gauge from `count` when scraped, instead of two updates a request."""
+    IN_FLIGHT.set_function(count)
 
 
 def access_record(ctx: RequestContext, elapsed: float) -> dict[str, Any]:

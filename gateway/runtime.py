@@ -97,6 +97,12 @@ class Runtime:
         self._live: list[Generation] = [self.current]  # serving, or still finishing requests
         self._retiring: set[asyncio.Task[None]] = set()
         observability.CONFIG_GENERATION.set(1)
+        observability.derive_in_flight(lambda: self.in_flight)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being handled now, by every generation still serving one."""
+        return sum(generation.active for generation in self._live)
 
     def swap(self, loaded: LoadedConfig) -> Generation:
         old = self.current

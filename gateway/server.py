@@ -20,6 +20,7 @@ import uvicorn
 from gateway.admin import create_admin_app
 from gateway.app import GatewayApp
 from gateway.edge import protocol_for
+from gateway.gctune import tune_after_startup
 from gateway.headlimits import HeadLimits
 from gateway.loader import LoadedConfig
 from gateway.reload import Reloader
@@ -84,6 +85,7 @@ async def serve(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None
     loop.add_signal_handler(signal.SIGHUP, reload)
     others = [asyncio.ensure_future(s.serve()) for s in (admin, *companions)]
     watcher = asyncio.ensure_future(reloader.watch())
+    tune_after_startup()
     try:
         await public.serve()
     finally:
