@@ -29,7 +29,7 @@ from pathlib import Path
 import run
 from run import BenchError, Options, Result, Service
 
-TRANSPORT = "aiohttp"
+TRANSPORT = "httptools"
 AUDIENCE = "aigw-bench"
 SCOPE = "bench:read"
 TOKEN_TTL = 3600

@@ -116,7 +116,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser = bench_parser(__doc__.splitlines()[0])
     parser.add_argument(
         "--transports",
-        default="aiohttp,httpx",
+        default="httptools,aiohttp,httpx",
         help="comma-separated aigw upstream transports, measured one at a time ('' for none)",
     )
     add_placement_args(parser)
