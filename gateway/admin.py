@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    generate_latest,
+    multiprocess,
+)
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -35,6 +42,15 @@ class Readiness:
             return self._upstreams
 
 
+def _registry() -> CollectorRegistry:
+    """This process's metrics, or under `--workers` every worker's, summed from their files."""
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        return REGISTRY
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return registry
+
+
 def create_admin_app(runtime: Runtime) -> Starlette:
     readiness = Readiness(runtime)
 
@@ -53,7 +69,7 @@ def create_admin_app(runtime: Runtime) -> Starlette:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def metrics(request: Request) -> Response:
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(_registry()), media_type=CONTENT_TYPE_LATEST)
 
     return Starlette(routes=[
         Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),

@@ -5,7 +5,9 @@ Access-log lines carry no query string, header, token or body: only what is safe
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -37,7 +39,8 @@ UPSTREAM_ERRORS = Counter(
 CONFIG_RELOADS = Counter(
     "aigw_config_reloads_total", "Config reload attempts by result (success, failure).", ["result"],
 )
-CONFIG_GENERATION = Gauge("aigw_config_generation", "Number of the config generation serving.")
+CONFIG_GENERATION = Gauge("aigw_config_generation", "Number of the config generation serving.",
+                          multiprocess_mode="max")
 JWKS_FETCHES = Counter(
     "aigw_jwks_fetches_total", "JWKS fetches by issuer and result (success, failure).",
     ["issuer", "result"],
@@ -60,7 +63,10 @@ EDGE_REFUSALS = Counter(
     "aigw_edge_refusals_total",
     "Requests the listener refused before the app (431, 408, malformed HTTP), by code.", ["code"],
 )
-IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.")
+IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.",
+                  multiprocess_mode="livesum")
+MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ  # workers of `aigw run --workers`
+_in_flight: list[Callable[[], int]] = []
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -101,8 +107,19 @@ def observe(ctx: RequestContext) -> float:
 
 
 def derive_in_flight(count: Callable[[], int]) -> None:
-    """Read the in-flight gauge from `count` when scraped, instead of two updates a request."""
-    IN_FLIGHT.set_function(count)
+    """Read the in-flight gauge from `count` when scraped, instead of two updates a request.
+    A worker's metrics are read from files by another process: see `publish_in_flight`."""
+    _in_flight[:] = [count]
+    if not MULTIPROCESS:
+        IN_FLIGHT.set_function(count)
+
+
+async def publish_in_flight(interval: float = 1.0) -> None:
+    """In a worker, write the in-flight count for the supervisor's /metrics every interval."""
+    while True:
+        if _in_flight:
+            IN_FLIGHT.set(_in_flight[0]())
+        await asyncio.sleep(interval)
 
 
 def access_record(ctx: RequestContext, elapsed: float) -> dict[str, Any]:
