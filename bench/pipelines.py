@@ -75,7 +75,7 @@ PDPP_PENDING = ("PDPP search", "PDPP records")
 @dataclass
 class PipelineOptions(Options):
     rounds: int = 1
-    workers: str = "1"
+    workers: str = "1"  # type: ignore[assignment]  # passed to `aigw run --workers` as is
 
 
 @dataclass
@@ -88,6 +88,7 @@ class Setup:
     routes: list[Route] = field(default_factory=list)
     legacy: dict[str, dict[str, str]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
+    admin_port: int = 0
 
 
 def parse_args(argv: list[str] | None) -> PipelineOptions:
@@ -97,7 +98,8 @@ def parse_args(argv: list[str] | None) -> PipelineOptions:
     parser.add_argument("--workers", default="1", help="aigw run --workers")
     args = parser.parse_args(argv)
     base = run.options_from(args, ["httptools"])
-    return PipelineOptions(**vars(base), rounds=args.rounds, workers=args.workers)
+    fields = {k: v for k, v in vars(base).items() if k != "workers"}
+    return PipelineOptions(**fields, rounds=args.rounds, workers=args.workers)
 
 
 def aigw_yaml(setup: Setup, port: int, admin_port: int) -> str:
@@ -124,11 +126,12 @@ def aigw_yaml(setup: Setup, port: int, admin_port: int) -> str:
 
 def start_aigw(setup: Setup, opts: PipelineOptions, workdir: Path) -> tuple[Service, int]:
     port, admin_port = run.free_port(), run.free_port()
+    setup.admin_port = admin_port
     config = workdir / "aigw-pipelines.yaml"
     config.write_text(aigw_yaml(setup, port, admin_port))
     cmd = [str(opts.aigw), "run", "--config", str(config)]
-    if opts.workers != "1":
-        cmd += ["--workers", opts.workers]
+    if opts.workers != "1":  # the demo's AIDIP registry is in memory; the bench registers none
+        cmd += ["--workers", opts.workers, "--allow-memory-store"]
     service = run.spawn_ready("aigw", cmd, opts.proxy_core, workdir,
                               f"http://127.0.0.1:{admin_port}/readyz")
     return service, port
@@ -247,8 +250,9 @@ def start_nginx(replay_port: int, port: int, opts: PipelineOptions, workdir: Pat
                            f"http://127.0.0.1:{port}/__replay/seen")
 
 
-def run_all(opts: PipelineOptions, workdir: Path) -> list[Result]:
-    backend_port, replay_port, nginx_port = run.free_port(), run.free_port(), run.free_port()
+def start_support(opts: PipelineOptions, workdir: Path) -> tuple[list[Service], Setup]:
+    """The demo backend, the replay upstream, a Redis and the issuer; the run's token."""
+    backend_port, replay_port = run.free_port(), run.free_port()
     started: list[Service] = []
     try:
         started.append(run.spawn_ready(
@@ -267,12 +271,23 @@ def run_all(opts: PipelineOptions, workdir: Path) -> list[Result]:
         issuer_port = run.free_port()
         started.append(routes.start_issuer(issuer_port, replay_port, opts, workdir))  # type: ignore[arg-type]
         setup = Setup(replay_port, routes.Issuer(issuer_port, mint(opts, workdir)), redis_url)
+    except BaseException:
+        for service in reversed(started):
+            run.stop(service)
+        raise
+    return started, setup
+
+
+def run_all(opts: PipelineOptions, workdir: Path) -> list[Result]:
+    nginx_port = run.free_port()
+    started, setup = start_support(opts, workdir)
+    try:
         aigw, port = start_aigw(setup, opts, workdir)
         try:
             discover(setup, port)
         finally:
             run.stop(aigw)
-        nginx = start_nginx(replay_port, nginx_port, opts, workdir) \
+        nginx = start_nginx(setup.replay_port, nginx_port, opts, workdir) \
             if shutil.which("nginx") else None
         if nginx is not None:
             started.append(nginx)

@@ -80,6 +80,7 @@ class Options:
     load_core: int
     proxy_core: int
     aigw: str | None
+    workers: tuple[int, ...] = (1,)
 
 
 # --------------------------------------------------------------------------- arguments
@@ -119,9 +120,16 @@ def parse_args(argv: list[str] | None = None) -> Options:
         default="httptools,aiohttp,httpx",
         help="comma-separated aigw upstream transports, measured one at a time ('' for none)",
     )
+    parser.add_argument(
+        "--workers", default="1",
+        help="comma-separated `aigw run --workers` counts for the first transport, e.g. 1,2; "
+        "above 1, aigw may run on every core (shared with wrk and the upstream)",
+    )
     add_placement_args(parser)
     args = parser.parse_args(argv)
-    return options_from(args, [t.strip() for t in args.transports.split(",") if t.strip()])
+    opts = options_from(args, [t.strip() for t in args.transports.split(",") if t.strip()])
+    opts.workers = tuple(int(n) for n in args.workers.split(","))
+    return opts
 
 
 # --------------------------------------------------------------------------- prerequisites
@@ -194,8 +202,9 @@ def free_port() -> int:
 # --------------------------------------------------------------------------- processes
 
 
-def spawn(name: str, cmd: list[str], core: int, workdir: Path) -> Service:
-    """Start cmd pinned to core, in a new session (so Ctrl-C reaches only the harness)."""
+def spawn(name: str, cmd: list[str], core: int | str, workdir: Path) -> Service:
+    """Start cmd pinned to core (or a taskset list such as "0,1"), in a new session (so Ctrl-C
+    reaches only the harness)."""
     log = workdir / f"{name}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -285,7 +294,7 @@ def wait_ready(service: Service, url: str, timeout: float = READY_TIMEOUT) -> No
     )
 
 
-def spawn_ready(name: str, cmd: list[str], core: int, workdir: Path, url: str) -> Service:
+def spawn_ready(name: str, cmd: list[str], core: int | str, workdir: Path, url: str) -> Service:
     """Spawn and wait until url answers 200; stop the process if it never does."""
     service = spawn(name, cmd, core, workdir)
     try:
@@ -355,10 +364,11 @@ def start_aigw(
     upstream_port: int,
     port: int,
     transport: str,
-    core: int,
+    core: int | str,
     workdir: Path,
     extra_config: str = "",
     name: str = "",
+    workers: int = 1,
 ) -> Service:
     """Run aigw (config: aigw_config plus extra_config) as service `name` (aigw-TRANSPORT)."""
     if binary is None:
@@ -368,6 +378,8 @@ def start_aigw(
     config = workdir / f"{name}.yaml"
     config.write_text(aigw_config(upstream_port, port, admin_port, transport) + extra_config)
     cmd = [binary, "run", "--config", str(config)]
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
     ready_url = f"http://127.0.0.1:{admin_port}/readyz"
     return spawn_ready(name, cmd, core, workdir, ready_url)
 
@@ -584,6 +596,15 @@ def run_all(opts: Options, workdir: Path) -> list[Result]:
                 start_aigw, opts.aigw, upstream_port, port, transport, opts.proxy_core, workdir
             )
             results.append(measure_proxy(f"aigw ({transport})", start, port, opts))
+        for count in opts.workers:
+            if count == 1 or not opts.transports:
+                continue
+            port = free_port()
+            cores = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+            start = partial(start_aigw, opts.aigw, upstream_port, port, opts.transports[0],
+                            cores, workdir, name=f"aigw-{count}w", workers=count)
+            label = f"aigw ({opts.transports[0]}, {count} workers, cores {cores})"
+            results.append(measure_proxy(label, start, port, opts))
         return results
     finally:
         stop(upstream)

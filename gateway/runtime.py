@@ -16,6 +16,7 @@ from gateway import observability, registry
 from gateway.auth.forwarding import IdentityForwarding
 from gateway.cors import DocumentCors
 from gateway.discovery import core_documents
+from gateway.gctune import refreeze
 from gateway.headers import parse_networks
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
@@ -142,6 +143,7 @@ class Runtime:
             if id(transport) not in in_use:
                 await transport.aclose()
         log.info("config generation retired", extra={"fields": {"generation": old.number}})
+        refreeze()
 
     async def aclose(self) -> None:
         """Close every upstream client once in-flight requests are done."""
