@@ -24,7 +24,7 @@ from run import BenchError
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = run.bench_parser(__doc__.splitlines()[0])
     run.add_placement_args(parser)
-    parser.add_argument("--transport", default="aiohttp")
+    parser.add_argument("--transport", default="httptools")
     parser.add_argument("--extra-config", default="", help="YAML appended to aigw's config")
     parser.add_argument("--label", default="passthrough", help="part of the output file names")
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")

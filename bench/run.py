@@ -81,6 +81,7 @@ class Options:
     proxy_core: int
     aigw: str | None
     workers: tuple[int, ...] = (1,)
+    baseline: str | None = None  # another aigw executable, measured with aiohttp beside ours
 
 
 # --------------------------------------------------------------------------- arguments
@@ -125,10 +126,13 @@ def parse_args(argv: list[str] | None = None) -> Options:
         help="comma-separated `aigw run --workers` counts for the first transport, e.g. 1,2; "
         "above 1, aigw may run on every core (shared with wrk and the upstream)",
     )
+    parser.add_argument("--baseline", help="another aigw executable (e.g. an older checkout), "
+                        "measured with the aiohttp transport as 'aigw baseline'")
     add_placement_args(parser)
     args = parser.parse_args(argv)
     opts = options_from(args, [t.strip() for t in args.transports.split(",") if t.strip()])
     opts.workers = tuple(int(n) for n in args.workers.split(","))
+    opts.baseline = args.baseline
     return opts
 
 
@@ -596,6 +600,11 @@ def run_all(opts: Options, workdir: Path) -> list[Result]:
                 start_aigw, opts.aigw, upstream_port, port, transport, opts.proxy_core, workdir
             )
             results.append(measure_proxy(f"aigw ({transport})", start, port, opts))
+        if opts.baseline:
+            port = free_port()
+            start = partial(start_aigw, opts.baseline, upstream_port, port, "aiohttp",
+                            opts.proxy_core, workdir, name="aigw-baseline")
+            results.append(measure_proxy("aigw baseline (aiohttp)", start, port, opts))
         for count in opts.workers:
             if count == 1 or not opts.transports:
                 continue
