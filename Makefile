@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint demo bench bench-routes bench-deps redis schema fuzz clean chromium \
-	policy-check
+.PHONY: install test lint demo bench bench-passthrough bench-routes bench-deps profile soak redis \
+	schema fuzz clean chromium policy-check
 
 # docker/install.sh is also the image's install step (Dockerfile), so the tests run what ships.
 $(INSTALLED): pyproject.toml docker/install.sh
@@ -60,8 +60,22 @@ bench-deps:
 	@command -v wrk >/dev/null && command -v nginx >/dev/null || \
 	  { apt-get update && apt-get install -y nginx-light wrk; }
 
-bench: install bench-deps
-	$(BIN)/python bench/run.py
+# Every spec pipeline beside passthrough and nginx: one table, saved to bench/results/.
+bench: install bench-deps redis
+	$(BIN)/python bench/pipelines.py --rounds 3
+
+# Passthrough only: upstream direct, nginx, aigw per transport and worker count.
+bench-passthrough: install bench-deps
+	$(BIN)/python bench/run.py --workers 1,2
+
+# A py-spy flame graph of passthrough under load, into bench/results/.
+profile: install bench-deps
+	$(BIN)/pip install --quiet py-spy
+	$(BIN)/python bench/profile.py
+
+# Five minutes of mixed spec traffic with a reload midway: statuses, RSS and fds per process.
+soak: install bench-deps redis
+	$(BIN)/python bench/soak.py --workers 2
 
 bench-routes: install bench-deps redis
 	$(BIN)/python bench/routes.py

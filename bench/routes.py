@@ -32,7 +32,7 @@ from pathlib import Path
 import run
 from run import BenchError, Options, Result, Service
 
-TRANSPORT = "aiohttp"
+TRANSPORT = "httptools"
 AUDIENCE = "aigw-bench"
 SCOPE = "bench:read"
 TOKEN_TTL = 3600
@@ -331,10 +331,11 @@ def run_all(opts: RouteOptions, workdir: Path) -> list[Result]:
 
 def results_table(results: list[Result]) -> list[str]:
     base = next((r.rps for r in results if r.target == "open"), None)
-    lines = ["| scenario | rps | p50 | p99 | rps vs open |", "|---|---|---|---|---|"]
+    lines = ["| scenario | rps | p50 | p99 | CPU/request | rps vs open |",
+             "|---|---|---|---|---|---|"]
     for r in results:
         rps = "-" if r.rps is None else f"{r.rps:,.0f}"
-        cells = [r.target, rps, run.fmt_ms(r.p50_ms), run.fmt_ms(r.p99_ms)]
+        cells = [r.target, rps, run.fmt_ms(r.p50_ms), run.fmt_ms(r.p99_ms), run.fmt_us(r.cpu_us)]
         lines.append("| " + " | ".join([*cells, run.fmt_ratio(r.rps, base)]) + " |")
     return lines
 

@@ -68,6 +68,8 @@ class Result:
     p99_ms: float | None = None
     note: str = ""
     failed: bool = False
+    cpu_us: float | None = None  # CPU time of the proxy's processes per request
+    requests: int | None = None  # requests completed in the measured wrk run
 
 
 @dataclass
@@ -78,6 +80,8 @@ class Options:
     load_core: int
     proxy_core: int
     aigw: str | None
+    workers: tuple[int, ...] = (1,)
+    baseline: str | None = None  # another aigw executable, measured with aiohttp beside ours
 
 
 # --------------------------------------------------------------------------- arguments
@@ -114,12 +118,22 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser = bench_parser(__doc__.splitlines()[0])
     parser.add_argument(
         "--transports",
-        default="aiohttp,httpx",
+        default="httptools,aiohttp,httpx",
         help="comma-separated aigw upstream transports, measured one at a time ('' for none)",
     )
+    parser.add_argument(
+        "--workers", default="1",
+        help="comma-separated `aigw run --workers` counts for the first transport, e.g. 1,2; "
+        "above 1, aigw may run on every core (shared with wrk and the upstream)",
+    )
+    parser.add_argument("--baseline", help="another aigw executable (e.g. an older checkout), "
+                        "measured with the aiohttp transport as 'aigw baseline'")
     add_placement_args(parser)
     args = parser.parse_args(argv)
-    return options_from(args, [t.strip() for t in args.transports.split(",") if t.strip()])
+    opts = options_from(args, [t.strip() for t in args.transports.split(",") if t.strip()])
+    opts.workers = tuple(int(n) for n in args.workers.split(","))
+    opts.baseline = args.baseline
+    return opts
 
 
 # --------------------------------------------------------------------------- prerequisites
@@ -156,6 +170,33 @@ def nginx_version() -> str:
     return (out.stderr or out.stdout).strip().removeprefix("nginx version: ")
 
 
+def process_tree(pid: int) -> list[int]:
+    """pid and every process below it (workers of a multi-process server)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, ()))
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by pid and the processes below it."""
+    ticks = 0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -165,8 +206,9 @@ def free_port() -> int:
 # --------------------------------------------------------------------------- processes
 
 
-def spawn(name: str, cmd: list[str], core: int, workdir: Path) -> Service:
-    """Start cmd pinned to core, in a new session (so Ctrl-C reaches only the harness)."""
+def spawn(name: str, cmd: list[str], core: int | str, workdir: Path) -> Service:
+    """Start cmd pinned to core (or a taskset list such as "0,1"), in a new session (so Ctrl-C
+    reaches only the harness)."""
     log = workdir / f"{name}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -256,7 +298,7 @@ def wait_ready(service: Service, url: str, timeout: float = READY_TIMEOUT) -> No
     )
 
 
-def spawn_ready(name: str, cmd: list[str], core: int, workdir: Path, url: str) -> Service:
+def spawn_ready(name: str, cmd: list[str], core: int | str, workdir: Path, url: str) -> Service:
     """Spawn and wait until url answers 200; stop the process if it never does."""
     service = spawn(name, cmd, core, workdir)
     try:
@@ -326,10 +368,11 @@ def start_aigw(
     upstream_port: int,
     port: int,
     transport: str,
-    core: int,
+    core: int | str,
     workdir: Path,
     extra_config: str = "",
     name: str = "",
+    workers: int = 1,
 ) -> Service:
     """Run aigw (config: aigw_config plus extra_config) as service `name` (aigw-TRANSPORT)."""
     if binary is None:
@@ -339,6 +382,8 @@ def start_aigw(
     config = workdir / f"{name}.yaml"
     config.write_text(aigw_config(upstream_port, port, admin_port, transport) + extra_config)
     cmd = [binary, "run", "--config", str(config)]
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
     ready_url = f"http://127.0.0.1:{admin_port}/readyz"
     return spawn_ready(name, cmd, core, workdir, ready_url)
 
@@ -380,6 +425,7 @@ def _percentile_ms(text: str, pct: int) -> float:
 
 def parse_wrk(target: str, text: str) -> Result:
     rps = re.search(r"^Requests/sec:\s+([\d.]+)", text, re.MULTILINE)
+    count = re.search(r"^\s*(\d+) requests in", text, re.MULTILINE)
     if rps is None:
         raise BenchError(f"no Requests/sec in wrk output:\n{text}")
     notes = [
@@ -391,19 +437,30 @@ def parse_wrk(target: str, text: str) -> Result:
         _percentile_ms(text, 50),
         _percentile_ms(text, 99),
         "; ".join(notes),
+        requests=int(count.group(1)) if count else None,
     )
 
 
 def measure(
-    target: str, port: int, opts: Options, headers: Mapping[str, str] | None = None
+    target: str, port: int, opts: Options, headers: Mapping[str, str] | None = None,
+    pid: int | None = None,
 ) -> Result:
-    """Check the target, warm it up, then measure it; headers go with every request."""
+    """Check the target, warm it up, then measure it; headers go with every request.
+
+    With `pid`, the CPU time of that process and its children over the measured run, divided
+    by the requests wrk completed, becomes the result's `cpu_us`.
+    """
     check_passthrough(target, port, headers)
     run_wrk(port, WARMUP_SECONDS, opts, latency=False, headers=headers)
-    result = parse_wrk(target, run_wrk(port, opts.duration, opts, latency=True, headers=headers))
+    before = cpu_seconds(pid) if pid is not None else 0.0
+    output = run_wrk(port, opts.duration, opts, latency=True, headers=headers)
+    spent = cpu_seconds(pid) - before if pid is not None else None
+    result = parse_wrk(target, output)
+    if spent is not None and result.requests:
+        result.cpu_us = spent * 1e6 / result.requests
     print(
         f"  {target}: {result.rps:,.0f} rps, p50 {fmt_ms(result.p50_ms)}, "
-        f"p99 {fmt_ms(result.p99_ms)}",
+        f"p99 {fmt_ms(result.p99_ms)}, cpu {fmt_us(result.cpu_us)}/req",
         flush=True,
     )
     return result
@@ -431,7 +488,7 @@ def measure_proxy(
     except BenchError as exc:
         return not_measured(target, exc)
     try:
-        return measure(target, port, opts, headers)
+        return measure(target, port, opts, headers, service.proc.pid)
     except BenchError as exc:
         return not_measured(target, exc)
     finally:
@@ -449,15 +506,20 @@ def fmt_ms(value: float | None) -> str:
     return f"{value:.1f} ms" if value < 100 else f"{value:.0f} ms"
 
 
+def fmt_us(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} µs"
+
+
 def fmt_ratio(num: float | None, den: float | None) -> str:
     return "-" if num is None or not den else f"{num / den:.3g}"
 
 
 def results_table(results: list[Result]) -> list[str]:
-    lines = ["| target | rps | p50 | p99 |", "|---|---|---|---|"]
+    lines = ["| target | rps | p50 | p99 | CPU/request |", "|---|---|---|---|---|"]
     for r in results:
         rps = "-" if r.rps is None else f"{r.rps:,.0f}"
-        lines.append(f"| {r.target} | {rps} | {fmt_ms(r.p50_ms)} | {fmt_ms(r.p99_ms)} |")
+        lines.append(f"| {r.target} | {rps} | {fmt_ms(r.p50_ms)} | {fmt_ms(r.p99_ms)} "
+                     f"| {fmt_us(r.cpu_us)} |")
     return lines
 
 
@@ -524,7 +586,7 @@ def run_all(opts: Options, workdir: Path) -> list[Result]:
     upstream = start_upstream(upstream_port, opts.load_core, workdir)
     try:
         print("- upstream direct", flush=True)
-        results = [measure("upstream direct", upstream_port, opts)]
+        results = [measure("upstream direct", upstream_port, opts, pid=upstream.proc.pid)]
         if shutil.which("nginx") is None:
             print("- nginx: not on PATH, skipped (run `make bench-deps`)", flush=True)
             results.append(Result("nginx", note="skipped: nginx not on PATH"))
@@ -538,6 +600,20 @@ def run_all(opts: Options, workdir: Path) -> list[Result]:
                 start_aigw, opts.aigw, upstream_port, port, transport, opts.proxy_core, workdir
             )
             results.append(measure_proxy(f"aigw ({transport})", start, port, opts))
+        if opts.baseline:
+            port = free_port()
+            start = partial(start_aigw, opts.baseline, upstream_port, port, "aiohttp",
+                            opts.proxy_core, workdir, name="aigw-baseline")
+            results.append(measure_proxy("aigw baseline (aiohttp)", start, port, opts))
+        for count in opts.workers:
+            if count == 1 or not opts.transports:
+                continue
+            port = free_port()
+            cores = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+            start = partial(start_aigw, opts.aigw, upstream_port, port, opts.transports[0],
+                            cores, workdir, name=f"aigw-{count}w", workers=count)
+            label = f"aigw ({opts.transports[0]}, {count} workers, cores {cores})"
+            results.append(measure_proxy(label, start, port, opts))
         return results
     finally:
         stop(upstream)

@@ -4,9 +4,10 @@ public traffic."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 from prometheus_client.exposition import choose_encoder
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -38,6 +39,15 @@ class Readiness:
             return self._upstreams
 
 
+def _registry() -> CollectorRegistry:
+    """This process's metrics, or under `--workers` every worker's, summed from their files."""
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        return REGISTRY
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return registry
+
+
 def create_admin_app(runtime: Runtime) -> Starlette:
     readiness = Readiness(runtime)
 
@@ -58,7 +68,7 @@ def create_admin_app(runtime: Runtime) -> Starlette:
     async def metrics(request: Request) -> Response:
         # OpenMetrics (with exemplars) when the scraper asks for it, else the text format.
         encode, content_type = choose_encoder(request.headers.get("accept", ""))
-        return Response(encode(REGISTRY), headers={"content-type": content_type})
+        return Response(encode(_registry()), headers={"content-type": content_type})
 
     async def policy(request: Request) -> Response:
         """Who can see what under the serving policies (?format=markdown for Markdown)."""

@@ -40,7 +40,6 @@ class GatewayApp:
     async def _http(self, scope: Scope, receive: Any, send: Any) -> None:
         generation = self.runtime.current
         generation.enter()
-        observability.IN_FLIGHT.inc()
         peer = scope["client"][0] if scope.get("client") else ""
         trusted = is_trusted(peer, generation.trusted_networks)
         ctx = RequestContext(
@@ -69,7 +68,6 @@ class GatewayApp:
                 await _send_error(tagged_send, ctx, errors.internal_error())
             finally:
                 generation.leave()
-                observability.IN_FLIGHT.dec()
                 elapsed = observability.observe(ctx)
                 self.runtime.decision_log.submit(ctx, generation.revision)
                 if generation.settings.logging.access_log:

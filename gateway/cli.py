@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from gateway import registry
 from gateway.console import load_or_exit, log_warnings, redact
 from gateway.demo.token_command import add_token_parser
+from gateway.loader import LoadedConfig
 from gateway.policy.cli import add_policy_parser
 
 
@@ -21,18 +22,46 @@ def config_schema() -> dict:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gateway.observability import configure_logging
-    from gateway.server import run
+    from gateway import workers
 
     loaded = load_or_exit(args.config)
-    configure_logging(loaded.settings.logging.level)
-    log_warnings(loaded)
     try:
-        run(loaded)
+        count = workers.worker_count(args.workers)
+    except ValueError:
+        print(f"aigw: --workers takes a number >= 1 or auto, not {args.workers!r}",
+              file=sys.stderr)
+        return 2
+    if count > 1 and args.worker_fd is None:
+        local = workers.local_state(loaded)
+        if local and not args.allow_memory_store:
+            print("aigw: several workers would each keep their own copy of: "
+                  + "; ".join(local) + ". Use Redis for them, or --allow-memory-store.",
+                  file=sys.stderr)
+            return 2
+        workers.prepare_metrics_dir()  # before prometheus_client is first imported
+    from gateway.observability import configure_logging
+
+    configure_logging(loaded.settings.logging.level)
+    if args.worker_fd is None:
+        log_warnings(loaded)
+    try:
+        if count > 1 and args.worker_fd is None:
+            workers.run_workers(loaded, count)
+        else:
+            _serve(loaded, args.worker_fd)
     except Exception as exc:  # e.g. a listener port in use, or a store that cannot be built
         print(f"aigw: cannot start: {type(exc).__name__}: {redact(str(exc))}", file=sys.stderr)
         return 1
     return 0
+
+
+def _serve(loaded: LoadedConfig, worker_fd: int | None) -> None:
+    import socket
+
+    from gateway.server import run
+
+    sock = None if worker_fd is None else socket.socket(fileno=worker_fd)
+    run(loaded, sock=sock)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -75,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="serve the gateway from a config file")
     run.add_argument("--config", "-c", required=True)
+    run.add_argument("--workers", default="1",
+                     help="processes serving the public listener: a number or auto (= cores)")
+    run.add_argument("--allow-memory-store", action="store_true",
+                     help="with several workers, accept per-process memory stores (each "
+                     "worker then counts and remembers on its own)")
+    run.add_argument("--worker-fd", type=int, help=argparse.SUPPRESS)
     run.set_defaults(handler=cmd_run)
     validate = commands.add_parser("validate", help="check a config; exit 1 listing every error")
     validate.add_argument("config")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import random
 import re
 import time
 from dataclasses import dataclass, field
@@ -15,8 +15,12 @@ _SAFE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._-]{1,128}")
 
 
 def new_request_id() -> str:
-    """A fresh id, unique across processes and restarts (128 random bits)."""
-    return os.urandom(16).hex()
+    """A fresh id, unique across processes and restarts (128 random bits).
+
+    An id is a label, not a secret, so the seeded PRNG serves (no system call per request);
+    `random` reseeds itself in a forked child, so workers never share a sequence.
+    """
+    return f"{random.getrandbits(128):032x}"
 
 
 def request_id_from(headers: list[tuple[bytes, bytes]], trusted: bool) -> str:

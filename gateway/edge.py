@@ -25,6 +25,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from gateway import errors, observability
+from gateway.coalesce import CoalescingTransport
 from gateway.context import new_request_id
 from gateway.headlimits import HeadLimits, head_too_large, too_many_headers
 
@@ -81,7 +82,7 @@ class EdgeProtocol(HttpToolsProtocol):
         self._linger_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 
 RawHeaders = list[tuple[bytes, bytes]]
@@ -99,13 +100,27 @@ def request_origin(scope: dict, networks: tuple[IPv4Network | IPv6Network, ...])
     return f"{scheme}://{host}"
 
 
+_NO_NAMES: frozenset[bytes] = frozenset()
+
+
 def connection_options(headers: RawHeaders) -> frozenset[bytes]:
     """Field names listed in `Connection`, which are hop-by-hop too."""
-    names: set[bytes] = set()
+    names: set[bytes] | None = None
     for name, value in headers:
         if name.lower() == b"connection":
+            names = names or set()
             names.update(token.strip().lower() for token in value.split(b","))
-    return frozenset(names)
+    return _NO_NAMES if names is None else frozenset(names)
+
+
+@lru_cache(maxsize=256)
+def _request_drop(drop_also: frozenset[bytes], trusted: bool) -> frozenset[bytes]:
+    """The fields never forwarded upstream, built once per (extra fields, trust) pair."""
+    drop = HOP_BY_HOP | _REQUEST_OWNED | drop_also
+    return drop if trusted else drop | _FORWARDED | _CLIENT_IP
+
+
+_RESPONSE_DROP = HOP_BY_HOP | _RESPONSE_OWNED
 
 
 def upstream_request_headers(
@@ -124,9 +139,9 @@ def upstream_request_headers(
     `drop_also` names more fields to remove (credentials, identity headers); `add` is appended
     after the cleaning, so it can never be overridden by the client.
     """
-    drop = HOP_BY_HOP | connection_options(headers) | _REQUEST_OWNED | drop_also
-    if not trusted:
-        drop |= _FORWARDED | _CLIENT_IP
+    drop = _request_drop(drop_also, trusted)
+    if options := connection_options(headers):
+        drop = drop | options
     out: RawHeaders = [(b"host", host)]
     incoming: dict[bytes, list[bytes]] = {}
     for name, value in headers:
@@ -157,7 +172,9 @@ def client_response_headers(
 
     Fields named in `rewrite_names` (lower-case) are passed through `rewrite(name, value)`.
     """
-    drop = HOP_BY_HOP | connection_options(headers) | _RESPONSE_OWNED
+    drop = _RESPONSE_DROP
+    if options := connection_options(headers):
+        drop = drop | options
     out: RawHeaders = []
     vias: list[bytes] = []
     for name, value in headers:

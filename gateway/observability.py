@@ -5,9 +5,12 @@ Access-log lines carry no query string, header, token or body: only what is safe
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -37,7 +40,8 @@ UPSTREAM_ERRORS = Counter(
 CONFIG_RELOADS = Counter(
     "aigw_config_reloads_total", "Config reload attempts by result (success, failure).", ["result"],
 )
-CONFIG_GENERATION = Gauge("aigw_config_generation", "Number of the config generation serving.")
+CONFIG_GENERATION = Gauge("aigw_config_generation", "Number of the config generation serving.",
+                          multiprocess_mode="max")
 JWKS_FETCHES = Counter(
     "aigw_jwks_fetches_total", "JWKS fetches by issuer and result (success, failure).",
     ["issuer", "result"],
@@ -73,7 +77,10 @@ POLICY_REVISION = Gauge(
     "aigw_policy_bundle_info", "The policy bundle serving (a digest of the policy files).",
     ["revision"],
 )
-IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.")
+IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.",
+                  multiprocess_mode="livesum")
+MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ  # workers of `aigw run --workers`
+_in_flight: list[Callable[[], int]] = []
 TRACE_EXPORTS = Counter(
     "aigw_trace_spans_exported_total", "Spans handed to the OTLP exporter, by result.", ["result"],
 )
@@ -84,19 +91,56 @@ TRACE_SPANS_DROPPED = Counter(
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
+class _Children:
+    """A metric's children by label values, looked up once: `labels()` takes a lock and
+    validates its arguments on every call. Label values here come from bounded sets."""
+
+    def __init__(self, metric: Any) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
+_REQUESTS = _Children(REQUESTS)
+_REQUEST_SECONDS = _Children(REQUEST_SECONDS)
+_UPSTREAM_SECONDS = _Children(UPSTREAM_SECONDS)
+_UPSTREAM_ERRORS = _Children(UPSTREAM_ERRORS)
+
+
 def observe(ctx: RequestContext) -> float:
     """Record one finished request in the metrics; returns its duration in seconds."""
     elapsed = time.perf_counter() - ctx.started
     method = ctx.method if ctx.method in METHODS else "OTHER"  # bounded label values
     exemplar = tracing.exemplar()  # links the observation to its trace; None when off
-    REQUESTS.labels(ctx.surface, method, str(ctx.status)).inc()
-    REQUEST_SECONDS.labels(ctx.surface).observe(elapsed, exemplar)
+    _REQUESTS(ctx.surface, method, str(ctx.status)).inc()
+    _REQUEST_SECONDS(ctx.surface).observe(elapsed, exemplar)
     if ctx.upstream is not None:
         if ctx.upstream_seconds is not None:
-            UPSTREAM_SECONDS.labels(ctx.upstream).observe(ctx.upstream_seconds, exemplar)
+            _UPSTREAM_SECONDS(ctx.upstream).observe(ctx.upstream_seconds, exemplar)
         if ctx.upstream_error is not None:
-            UPSTREAM_ERRORS.labels(ctx.upstream, ctx.upstream_error).inc()
+            _UPSTREAM_ERRORS(ctx.upstream, ctx.upstream_error).inc()
     return elapsed
+
+
+def derive_in_flight(count: Callable[[], int]) -> None:
+    """Read the in-flight gauge from `count` when scraped, instead of two updates a request.
+    A worker's metrics are read from files by another process: see `publish_in_flight`."""
+    _in_flight[:] = [count]
+    if not MULTIPROCESS:
+        IN_FLIGHT.set_function(count)
+
+
+async def publish_in_flight(interval: float = 1.0) -> None:
+    """In a worker, write the in-flight count for the supervisor's /metrics every interval."""
+    while True:
+        if _in_flight:
+            IN_FLIGHT.set(_in_flight[0]())
+        await asyncio.sleep(interval)
 
 
 def access_record(ctx: RequestContext, elapsed: float) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -41,10 +42,10 @@ class ProxyTarget:
     transport: Transport
     add_headers: tuple[tuple[bytes, bytes], ...] = ()
     redirects: UpstreamOrigin | None = None  # rewrite URLs naming it; None: pass them as sent
+    add_names: frozenset[bytes] = field(init=False)
 
-    @property
-    def add_names(self) -> frozenset[bytes]:
-        return frozenset(name for name, _ in self.add_headers)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "add_names", frozenset(name for name, _ in self.add_headers))
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ async def forward(
         outgoing = upstream_request_headers(
             headers, client, trusted=trusted, via=via, request_id=ctx.request_id.encode(),
             host=client.host if target.preserve_host and client.host else target.host,
-            drop_also=drop_headers | target.add_names | tracing.owned_fields(),
+            drop_also=_union(drop_headers, target.add_names) | tracing.owned_fields(),
             add=[*target.add_headers, *(identity or ()), *tracing.outgoing_headers()],
         )
         started = time.perf_counter()
@@ -126,6 +127,11 @@ async def forward(
             await _relay(ctx, scope, receive, send, response, options, via, rewrite)
         finally:
             await response.close()
+
+
+@lru_cache(maxsize=256)
+def _union(first: frozenset[bytes], second: frozenset[bytes]) -> frozenset[bytes]:
+    return first | second
 
 
 async def _request_body(

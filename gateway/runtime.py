@@ -16,6 +16,7 @@ from gateway import observability, registry
 from gateway.auth.forwarding import IdentityForwarding
 from gateway.cors import DocumentCors
 from gateway.discovery import core_documents
+from gateway.gctune import refreeze
 from gateway.headers import parse_networks
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
@@ -101,6 +102,12 @@ class Runtime:
         self._live: list[Generation] = [self.current]  # serving, or still finishing requests
         self._retiring: set[asyncio.Task[None]] = set()
         observability.CONFIG_GENERATION.set(1)
+        observability.derive_in_flight(lambda: self.in_flight)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being handled now, by every generation still serving one."""
+        return sum(generation.active for generation in self._live)
 
     def swap(self, loaded: LoadedConfig) -> Generation:
         old = self.current
@@ -149,6 +156,7 @@ class Runtime:
             if id(transport) not in in_use:
                 await transport.aclose()
         log.info("config generation retired", extra={"fields": {"generation": old.number}})
+        refreeze()
 
     async def aclose(self) -> None:
         """Close every upstream client once in-flight requests are done."""

@@ -12,15 +12,17 @@ import contextlib
 import logging
 import math
 import signal
+import socket
 from collections.abc import Generator, Sequence
 from typing import Any
 
 import uvicorn
 
-from gateway import telemetry
+from gateway import observability, telemetry
 from gateway.admin import create_admin_app
 from gateway.app import GatewayApp
 from gateway.edge import protocol_for
+from gateway.gctune import tune_after_startup
 from gateway.headlimits import HeadLimits
 from gateway.loader import LoadedConfig
 from gateway.reload import Reloader
@@ -51,21 +53,28 @@ def listener(
     return Server(config)
 
 
-def _edge(settings: Listener) -> dict[str, Any]:
+def edge_options(settings: Listener) -> dict[str, Any]:
     limits = HeadLimits(settings.max_headers, settings.max_header_bytes, settings.header_timeout)
     return {"limits": limits, "keep_alive": settings.keep_alive_timeout}
 
 
-async def serve(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None:
-    """Run the gateway until a stop signal; `companions` (the demo backend) stop after it."""
+async def serve(loaded: LoadedConfig, companions: Sequence[Server] = (),
+                sock: socket.socket | None = None) -> None:
+    """Run the gateway until a stop signal; `companions` (the demo backend) stop after it.
+
+    With `sock` this process is a worker of `aigw run --workers`: it serves the public listener
+    on that inherited socket, and leaves the admin listener and the config watch to the
+    supervisor, which sends SIGHUP to reload.
+    """
     settings = loaded.settings
     tracer_provider = telemetry.start(settings.tracing)
     runtime = Runtime(loaded)
     reloader = Reloader(runtime)
     public = listener(GatewayApp(runtime), settings.listen.host, settings.listen.port,
-                      lifespan="on", grace=settings.shutdown.grace, **_edge(settings.listen))
+                      lifespan="on", grace=settings.shutdown.grace, **edge_options(settings.listen))
     admin = listener(create_admin_app(runtime), settings.admin.host, settings.admin.port,
-                     **_edge(settings.admin))
+                     **edge_options(settings.admin))
+    servers = (*companions,) if sock is not None else (admin, *companions)
 
     def stop() -> None:
         if runtime.draining:
@@ -84,13 +93,15 @@ async def serve(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
     loop.add_signal_handler(signal.SIGHUP, reload)
-    others = [asyncio.ensure_future(s.serve()) for s in (admin, *companions)]
-    watcher = asyncio.ensure_future(reloader.watch())
+    others = [asyncio.ensure_future(s.serve()) for s in servers]
+    watcher = asyncio.ensure_future(
+        reloader.watch() if sock is None else observability.publish_in_flight())
+    tune_after_startup()
     try:
-        await public.serve()
+        await public.serve(sockets=[sock] if sock is not None else None)
     finally:
         watcher.cancel()
-        for server in (admin, *companions):
+        for server in servers:
             server.should_exit = True
         await asyncio.gather(*others, return_exceptions=True)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -99,8 +110,9 @@ async def serve(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None
     log.info("stopped")
 
 
-def run(loaded: LoadedConfig, companions: Sequence[Server] = ()) -> None:
+def run(loaded: LoadedConfig, companions: Sequence[Server] = (),
+        sock: socket.socket | None = None) -> None:
     import uvloop
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(serve(loaded, companions))
+        runner.run(serve(loaded, companions, sock))

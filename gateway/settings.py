@@ -78,8 +78,10 @@ class Timeouts(Strict):
 
 class Upstream(Strict):
     url: str = Field(description="Base URL, http or https; request paths are appended to its path.")
-    transport: Literal["aiohttp", "httpx"] = Field(
-        "aiohttp", description="HTTP client behind the transport seam; bench/ picked the default."
+    transport: Literal["httptools", "aiohttp", "httpx"] = Field(
+        "httptools",
+        description="HTTP client behind the transport seam: aigw's own HTTP/1.1 client on "
+        "httptools (default, picked by bench/), aiohttp or httpx.",
     )
     timeout: Timeouts = Timeouts()
     max_connections: Annotated[int, Field(ge=1, le=10000)] = 256

@@ -121,6 +121,11 @@ class Surface:
         """The rule kinds this surface decides with (gateway.policy.kinds)."""
         return []
 
+    def process_local_state(self, settings: Settings) -> list[str]:
+        """Config parts whose state this surface keeps in one process's memory (a registry, a
+        nonce store): `aigw run --workers` refuses them unless told to allow it."""
+        return []
+
     def add_commands(self, commands: Any) -> None:
         """Add this surface's `aigw` subcommands to the argparse subparsers `commands`."""
 

@@ -92,7 +92,7 @@ def start_backend(logs: Path) -> tuple[Process, str]:
 class Gateway:
     """`aigw run` in its own process, with its config file written from a dict."""
 
-    def __init__(self, config: dict[str, Any], workdir: Path) -> None:
+    def __init__(self, config: dict[str, Any], workdir: Path, args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.admin_port = free_port()
         listen = {**config.get("listen", {}), "host": "127.0.0.1", "port": self.port}
@@ -104,7 +104,7 @@ class Gateway:
         self.url = f"http://127.0.0.1:{self.port}"
         self.admin_url = f"http://127.0.0.1:{self.admin_port}"
         self.process = Process([sys.executable, "-m", "gateway", "run", "--config",
-                                str(self.config_path)], workdir, f"gateway-{self.port}")
+                                str(self.config_path), *args], workdir, f"gateway-{self.port}")
         wait_for_http(self.admin_url + "/healthz", process=self.process.popen)
         self.config = config
 

@@ -37,7 +37,7 @@ def test_a_minimal_config_gets_documented_defaults(tmp_path: Path):
     path = write(tmp_path, "upstreams:\n  legacy:\n    url: http://127.0.0.1:9000/\n")
     settings = load_config(path, env={}).settings
     assert settings.upstreams["legacy"].url == "http://127.0.0.1:9000"
-    assert settings.upstreams["legacy"].transport == "aiohttp"
+    assert settings.upstreams["legacy"].transport == "httptools"
     assert settings.listen.port == 8080 and settings.admin.port == 9090
     assert settings.proxy.max_body_bytes == 10 * 1024 * 1024
 

@@ -18,7 +18,7 @@ from processes import Gateway, free_port
 MAX_BODY = 1024 * 1024
 
 
-@pytest.fixture(scope="module", params=["aiohttp", "httpx"])
+@pytest.fixture(scope="module", params=["httptools", "aiohttp", "httpx"])
 def gateway(
     request: pytest.FixtureRequest, echo: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Gateway]:

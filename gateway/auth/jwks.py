@@ -43,6 +43,9 @@ class JwksCache:
             self._last_unknown_kid_fetch = now
         if stale or unknown:
             await self._refresh()
+        elif self._lock.locked() and kid not in self._keys:
+            async with self._lock:  # a fetch is under way (the first one, say): wait for it
+                pass
         if kid is None and len(self._keys) == 1:
             return next(iter(self._keys.values()))
         return self._keys.get(kid) if kid is not None else None

@@ -9,6 +9,10 @@ __all__ = [
 
 
 def create_transport(upstream: Upstream) -> Transport:
+    if upstream.transport == "httptools":
+        from gateway.upstream.h1_transport import H1Transport
+
+        return H1Transport(upstream)
     if upstream.transport == "httpx":
         from gateway.upstream.httpx_transport import HttpxTransport
 

@@ -27,6 +27,12 @@ class AidipPlugin(Surface):
 
         return surface_capabilities(self.section(settings))
 
+    def process_local_state(self, settings: Settings) -> list[str]:
+        aidip: Aidip | None = self.section(settings)
+        if aidip is None or not aidip.enabled or aidip.registry.redis_url is not None:
+            return []
+        return ["aidip.registry (no redis_url: registrations in memory)"]
+
     def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
         from gateway.surfaces.aidip.checks import aidip_problems
 

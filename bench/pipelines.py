@@ -1,0 +1,366 @@
+"""Spec pipeline benchmark: every spec route through the whole pipeline, beside passthrough.
+
+aigw runs config/demo.yaml with three changes: every spec route needs a bearer JWT (the demo
+issuer's, verified against its JWKS), one rate-limit rule counts every request in a Redis of the
+run's own (never reached), and the upstream is `replay.py`, which answers the demo backend's
+legacy JSON from memory. Each route is checked for its expected status, then measured with wrk;
+nginx proxies the legacy call the route makes (the first, when it makes several) to the same
+replay upstream. Rows: rps, p50, p99, aigw CPU µs per request, rps ratios to that nginx row and
+to aigw passthrough. Median of --rounds interleaved rounds.
+
+Usage: .venv/bin/python bench/pipelines.py [--quick] [--duration S] [--rounds N] [--workers N]
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import routes
+import run
+import yaml
+from run import BenchError, Options, Result, Service
+
+SCOPES = "articles:read tasks:run"
+DEMO_CONFIG = run.REPO_DIR / "config" / "demo.yaml"
+GOAL_VS_PASSTHROUGH = 0.5
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    method: str
+    path: str
+    body: str = ""
+    content_type: str = "application/json"
+    status: int = 200
+
+
+def _aip(query: str) -> str:
+    return json.dumps({
+        "aip_version": "0.1", "request_id": "bench", "timestamp": "2026-01-15T14:30:00Z",
+        "platform": {"id": "bench"}, "intent": {"domain": "support.billing"},
+        "context": {"language": "en-US", "placement": "conversation"},
+        "runtime": {"session_id": "bench", "turn_index": 0, "query_text": query},
+    })
+
+
+PASSTHROUGH = Route("passthrough (legacy search)", "GET",
+                    "/api/v1/articles/search?q=refund&limit=5")
+ROUTES = [
+    PASSTHROUGH,
+    Route("AIDRE text search", "POST", "/search",
+          json.dumps({"query": "refund for a damaged item", "collection": "articles",
+                      "top_k": 5}), "application/aidre+json"),
+    Route("AIDRE vector search", "POST", "/search", "VECTOR", "application/aidre+json"),
+    Route("AIDRE chunk read", "GET", "/chunks/articles:art-0001"),
+    Route("AI Discovery document", "GET", "/.well-known/ai"),
+    Route("AIP retrieve", "POST", "/pag/retrieve", _aip("refund for a damaged item")),
+    Route("AIDIP invoke", "POST", "/agents/classifier/invoke/classify",
+          json.dumps({"text": "I was charged twice for my order"})),
+]
+# PDPP is being built on another branch: add its rows here (search and records), e.g.
+#   Route("PDPP search", "GET", "/v1/search?q=refund"),
+#   Route("PDPP records", "GET", "/v1/streams/articles/records?limit=5"),
+PDPP_PENDING = ("PDPP search", "PDPP records")
+
+
+@dataclass
+class PipelineOptions(Options):
+    rounds: int = 1
+    workers: str = "1"  # type: ignore[assignment]  # passed to `aigw run --workers` as is
+
+
+@dataclass
+class Setup:
+    """What a run shares: ports, token, the legacy call behind each route."""
+
+    replay_port: int
+    issuer: routes.Issuer
+    redis_url: str
+    routes: list[Route] = field(default_factory=list)
+    legacy: dict[str, dict[str, str]] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    admin_port: int = 0
+
+
+def parse_args(argv: list[str] | None) -> PipelineOptions:
+    parser = run.bench_parser(__doc__.splitlines()[0])
+    run.add_placement_args(parser)
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (median)")
+    parser.add_argument("--workers", default="1", help="aigw run --workers")
+    args = parser.parse_args(argv)
+    base = run.options_from(args, ["httptools"])
+    fields = {k: v for k, v in vars(base).items() if k != "workers"}
+    return PipelineOptions(**fields, rounds=args.rounds, workers=args.workers)
+
+
+def aigw_yaml(setup: Setup, port: int, admin_port: int) -> str:
+    config: dict[str, Any] = yaml.safe_load(DEMO_CONFIG.read_text())
+    config["listen"]["port"], config["admin"]["port"] = port, admin_port
+    config["public_base_url"] = f"http://127.0.0.1:{port}"
+    config["policies"] = str(run.REPO_DIR / "policies")
+    config["upstreams"]["helpcentre"]["url"] = f"http://127.0.0.1:{setup.replay_port}"
+    auth = config["auth"]
+    auth.pop("introspection", None)
+    auth["issuers"] = [{"issuer": setup.issuer.url, "audiences": [routes.AUDIENCE],
+                        "jwks_uri": f"{setup.issuer.url}/.well-known/jwks.json"}]
+    spec_paths = ("/search", "/collections", "/chunks", "/pag/retrieve", "/agents")
+    auth["routes"] = [
+        {"path": rule["path"], "scopes": ["articles:read"]}
+        if rule["path"] in spec_paths else rule for rule in auth["routes"]
+    ]
+    config["rate_limits"] = {"storage": setup.redis_url, "rules": [
+        {"name": "bench", "paths": ["/"], "key": "client", "limit": "100000000/minute"}]}
+    config.pop("demo", None)
+    config["logging"] = {"level": "warning", "access_log": False}
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def start_aigw(setup: Setup, opts: PipelineOptions, workdir: Path) -> tuple[Service, int]:
+    port, admin_port = run.free_port(), run.free_port()
+    setup.admin_port = admin_port
+    config = workdir / "aigw-pipelines.yaml"
+    config.write_text(aigw_yaml(setup, port, admin_port))
+    cmd = [str(opts.aigw), "run", "--config", str(config)]
+    if opts.workers != "1":  # the demo's AIDIP registry is in memory; the bench registers none
+        cmd += ["--workers", opts.workers, "--allow-memory-store"]
+    service = run.spawn_ready("aigw", cmd, opts.proxy_core, workdir,
+                              f"http://127.0.0.1:{admin_port}/readyz")
+    return service, port
+
+
+def mint(opts: PipelineOptions, workdir: Path) -> str:
+    cmd = [str(opts.aigw), "token", "--config", str(workdir / routes.ISSUER_CONFIG),
+           "--scope", SCOPES, "--ttl", str(routes.TOKEN_TTL)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    if out.returncode != 0:
+        raise BenchError(f"aigw token failed: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def call(port: int, route: Route, token: str | None) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    headers = {"content-type": route.content_type}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{route.path}", method=route.method,
+                                     data=route.body.encode() or None, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def seen(setup: Setup) -> list[dict[str, str]]:
+    _, body = run.http_get(f"http://127.0.0.1:{setup.replay_port}/__replay/seen")
+    return json.loads(body)
+
+
+def discover(setup: Setup, port: int) -> None:
+    """Fill the vector body, check each route's status, note the legacy calls it makes."""
+    vector_route = Route("embed", "POST", "/api/v1/embed", json.dumps({"text": "refund"}))
+    status, body = call(port, vector_route, setup.issuer.token)
+    if status != 200:
+        raise BenchError(f"POST /api/v1/embed gave {status}")
+    vector = json.loads(body)["embedding"]
+    for route in ROUTES:
+        if route.body == "VECTOR":
+            route = Route(route.name, route.method, route.path, json.dumps({
+                "collection": "articles", "embedding_space": "demo-hash-256", "top_k": 5,
+                "query_vector": vector}), route.content_type)
+        before = len(seen(setup))
+        status, body = call(port, route, setup.issuer.token)
+        if status != route.status:
+            raise BenchError(f"{route.name}: {route.method} {route.path} gave {status}: "
+                             f"{body[:300].decode(errors='replace')}")
+        made = seen(setup)[before:]
+        setup.routes.append(route)
+        setup.calls[route.name] = len(made)
+        if made:
+            setup.legacy[route.name] = made[0]
+
+
+def wrk_script(route: Route, token: str | None, workdir: Path, name: str) -> Path:
+    headers = {"Content-Type": route.content_type}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    lines = [f'wrk.method = "{route.method}"', f"wrk.body = {json.dumps(route.body)}"]
+    lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()]
+    path = workdir / f"{name}.lua"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def measure(name: str, port: int, route: Route, token: str | None, opts: PipelineOptions,
+            workdir: Path, pid: int) -> Result:
+    script = wrk_script(route, token, workdir, "route")
+    base = ["taskset", "-c", str(opts.load_core), "wrk", "-t1", f"-c{opts.connections}",
+            "-s", str(script)]
+    url = f"http://127.0.0.1:{port}{route.path}"
+    subprocess.run([*base, f"-d{run.WARMUP_SECONDS}s", url], capture_output=True, check=False)
+    before = run.cpu_seconds(pid)
+    out = subprocess.run([*base, f"-d{opts.duration}s", "--latency", url],
+                         capture_output=True, text=True, check=False)
+    spent = run.cpu_seconds(pid) - before
+    result = run.parse_wrk(name, out.stdout)
+    if result.requests:
+        result.cpu_us = spent * 1e6 / result.requests
+    print(f"  {name}: {result.rps:,.0f} rps, p99 {run.fmt_ms(result.p99_ms)}, "
+          f"cpu {run.fmt_us(result.cpu_us)}/req {result.note}", flush=True)
+    return result
+
+
+def one_round(setup: Setup, opts: PipelineOptions, workdir: Path, nginx: Service | None,
+              nginx_port: int) -> dict[str, Result]:
+    results: dict[str, Result] = {}
+    if nginx is not None:
+        for route in setup.routes:
+            legacy = setup.legacy.get(route.name)
+            if legacy is None:
+                continue
+            plain = Route(route.name, legacy["method"], legacy["target"], legacy["body"],
+                          legacy["content_type"] or "application/json")
+            results["nginx:" + route.name] = measure(
+                f"nginx: {route.name}", nginx_port, plain, None, opts, workdir, nginx.proc.pid)
+    aigw, port = start_aigw(setup, opts, workdir)
+    try:
+        for route in setup.routes:
+            results[route.name] = measure(route.name, port, route, setup.issuer.token, opts,
+                                          workdir, aigw.proc.pid)
+    finally:
+        run.stop(aigw)
+    return results
+
+
+def start_nginx(replay_port: int, port: int, opts: PipelineOptions, workdir: Path) -> Service:
+    conf = run.write_nginx_conf(replay_port, port, workdir)
+    cmd = ["nginx", "-c", str(conf), "-p", f"{conf.parent}/", "-e", str(conf.parent / "e.log")]
+    return run.spawn_ready("nginx", cmd, opts.proxy_core, workdir,
+                           f"http://127.0.0.1:{port}/__replay/seen")
+
+
+def start_support(opts: PipelineOptions, workdir: Path) -> tuple[list[Service], Setup]:
+    """The demo backend, the replay upstream, a Redis and the issuer; the run's token."""
+    backend_port, replay_port = run.free_port(), run.free_port()
+    started: list[Service] = []
+    try:
+        started.append(run.spawn_ready(
+            "backend", [run.python_bin(), "-m", "uvicorn", "gateway.demo.backend:create_app",
+                        "--factory", "--port", str(backend_port), "--log-level", "warning"],
+            opts.load_core, workdir, f"http://127.0.0.1:{backend_port}/api/v1/health"))
+        os.environ["AIGW_BENCH_BACKEND"] = f"http://127.0.0.1:{backend_port}"
+        started.append(run.spawn_ready(
+            "replay", [run.python_bin(), "-m", "uvicorn", "replay:app", "--app-dir",
+                       str(run.BENCH_DIR), "--port", str(replay_port), "--loop", "uvloop",
+                       "--http", "httptools", "--no-access-log", "--log-level", "warning"],
+            opts.load_core, workdir, f"http://127.0.0.1:{replay_port}/__replay/seen"))
+        redis, redis_url = routes.start_redis(opts.load_core, workdir)
+        if redis is not None:
+            started.append(redis)
+        issuer_port = run.free_port()
+        started.append(routes.start_issuer(issuer_port, replay_port, opts, workdir))  # type: ignore[arg-type]
+        setup = Setup(replay_port, routes.Issuer(issuer_port, mint(opts, workdir)), redis_url)
+    except BaseException:
+        for service in reversed(started):
+            run.stop(service)
+        raise
+    return started, setup
+
+
+def run_all(opts: PipelineOptions, workdir: Path) -> list[Result]:
+    nginx_port = run.free_port()
+    started, setup = start_support(opts, workdir)
+    try:
+        aigw, port = start_aigw(setup, opts, workdir)
+        try:
+            discover(setup, port)
+        finally:
+            run.stop(aigw)
+        nginx = start_nginx(setup.replay_port, nginx_port, opts, workdir) \
+            if shutil.which("nginx") else None
+        if nginx is not None:
+            started.append(nginx)
+        rounds = [one_round(setup, opts, workdir, nginx, nginx_port)
+                  for _ in range(opts.rounds)]
+    finally:
+        for service in reversed(started):
+            run.stop(service)
+    return collect(setup, rounds)
+
+
+def collect(setup: Setup, rounds: list[dict[str, Result]]) -> list[Result]:
+    keys = list(rounds[0])
+    merged = [routes.median_result([r[key] for r in rounds]) for key in keys]
+    for result in merged:
+        result.note = str(setup.calls.get(result.target, ""))
+    for name in PDPP_PENDING:
+        merged.append(Result(name, note="not measured: the PDPP surface is not on this branch"))
+    return merged
+
+
+def table(results: list[Result]) -> list[str]:
+    by = {r.target: r for r in results}
+    passthrough = by.get(PASSTHROUGH.name)
+    lines = ["| route | legacy calls | rps | p50 | p99 | CPU/request | vs nginx (same legacy "
+             "call) | vs aigw passthrough |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        if r.target.startswith("nginx:"):
+            continue
+        if r.rps is None:
+            lines.append(f"| {r.target} | - | - | - | - | - | - | {r.note} |")
+            continue
+        nginx = by.get(f"nginx:{r.target}") or by.get(f"nginx: {r.target}")
+        cells = [r.target, r.note or "0", f"{r.rps:,.0f}", run.fmt_ms(r.p50_ms),
+                 run.fmt_ms(r.p99_ms), run.fmt_us(r.cpu_us),
+                 run.fmt_ratio(r.rps, nginx.rps if nginx else None),
+                 run.fmt_ratio(r.rps, passthrough.rps if passthrough else None)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "| nginx row (legacy call) | rps | p50 | p99 | CPU/request |",
+              "|---|---|---|---|---|"]
+    for r in results:
+        if r.target.startswith("nginx:") and r.rps is not None:
+            lines.append(f"| {r.target[6:].strip()} | {r.rps:,.0f} | {run.fmt_ms(r.p50_ms)} | "
+                         f"{run.fmt_ms(r.p99_ms)} | {run.fmt_us(r.cpu_us)} |")
+    return lines
+
+
+def report(results: list[Result], opts: PipelineOptions, started: dt.datetime) -> str:
+    for r in results:  # the nginx rows are keyed "nginx:<route>" by one_round
+        if r.target.startswith("nginx: "):
+            r.target = "nginx:" + r.target[7:]
+    lines = [
+        "# aigw spec pipeline benchmark",
+        "",
+        f"- date: {started.strftime('%Y-%m-%d %H:%M:%S UTC')}; machine: {os.uname().nodename}, "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end",
+        f"- aigw (workers: {opts.workers}) and nginx on core {opts.proxy_core}; replay "
+        f"upstream, demo backend, issuer, Redis and wrk on core {opts.load_core}",
+        f"- wrk -t1 -c{opts.connections} -d{opts.duration}s --latency after a "
+        f"{run.WARMUP_SECONDS} s warm-up; median of {opts.rounds} interleaved round(s)",
+        "- every aigw route: bearer JWT verified (cached after the first), Redis rate limit "
+        "counted, the demo config's mapping, policy and envelope",
+        "",
+        *table(results),
+        "",
+        f"Goal: every spec route ≥ {GOAL_VS_PASSTHROUGH} times aigw passthrough rps.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run.execute(parse_args(argv), run_all, report, prefix="pipelines-")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
