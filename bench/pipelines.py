@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,11 +66,9 @@ ROUTES = [
     Route("AIP retrieve", "POST", "/pag/retrieve", _aip("refund for a damaged item")),
     Route("AIDIP invoke", "POST", "/agents/classifier/invoke/classify",
           json.dumps({"text": "I was charged twice for my order"})),
+    Route("PDPP search", "GET", "/v1/search?q=refund&streams[]=articles&limit=5"),
+    Route("PDPP records", "GET", "/v1/streams/articles/records?limit=5"),
 ]
-# PDPP is being built on another branch: add its rows here (search and records), e.g.
-#   Route("PDPP search", "GET", "/v1/search?q=refund"),
-#   Route("PDPP records", "GET", "/v1/streams/articles/records?limit=5"),
-PDPP_PENDING = ("PDPP search", "PDPP records")
 
 
 @dataclass
@@ -115,13 +114,23 @@ def aigw_yaml(setup: Setup, port: int, admin_port: int) -> str:
     spec_paths = ("/search", "/collections", "/chunks", "/pag/retrieve", "/agents")
     auth["routes"] = [
         {"path": rule["path"], "scopes": ["articles:read"]}
-        if rule["path"] in spec_paths else rule for rule in auth["routes"]
+        if rule["path"] in spec_paths else rule for rule in auth.get("routes", [])
     ]
     config["rate_limits"] = {"storage": setup.redis_url, "rules": [
         {"name": "bench", "paths": ["/"], "key": "client", "limit": "100000000/minute"}]}
     config.pop("demo", None)
+    for key in (config.get("aip", {}).get("signing") or {}).get("keys", {}).values():
+        if key.get("secret_file"):  # read from the working directory: the bench runs elsewhere
+            key["secret_file"] = str(run.REPO_DIR / key["secret_file"])
+    events = (config.get("aip") or {}).get("events") or {}
+    if events.get("file"):
+        events["file"] = str(workdir_events(setup))
     config["logging"] = {"level": "warning", "access_log": False}
     return yaml.safe_dump(config, sort_keys=False)
+
+
+def workdir_events(setup: Setup) -> Path:
+    return Path(tempfile.gettempdir()) / f"aigw-bench-events-{setup.replay_port}.jsonl"
 
 
 def start_aigw(setup: Setup, opts: PipelineOptions, workdir: Path) -> tuple[Service, int]:
@@ -304,8 +313,6 @@ def collect(setup: Setup, rounds: list[dict[str, Result]]) -> list[Result]:
     merged = [routes.median_result([r[key] for r in rounds]) for key in keys]
     for result in merged:
         result.note = str(setup.calls.get(result.target, ""))
-    for name in PDPP_PENDING:
-        merged.append(Result(name, note="not measured: the PDPP surface is not on this branch"))
     return merged
 
 
