@@ -105,8 +105,21 @@ class PolicyEngine:
         resource = self.collections.get(query.collection or "")
         if resource is None:
             return []
-        visible = self.visibilities(ctx.principal, query.collection or "")
-        return [hit for hit in hits if record_visibility(resource, hit) in visible]
+        rules = resource.record_visibility or {}
+        return [hit for hit in hits if may_see_record(
+            record_visibility(resource, hit), rules, ctx.principal, resource.visibility)]
+
+
+def may_see_record(visibility: str | None, rules: Mapping[str, frozenset[str]],
+                   principal: Principal, own: str = "public") -> bool:
+    """The record-visibility decision every surface takes: a visibility `rules` lists needs
+    its scopes; `public` and the resource's `own` need none; any other value, and a record
+    without one (None), is seen by nobody."""
+    if visibility is None:
+        return False
+    if visibility in rules:
+        return _admits(rules[visibility], principal)
+    return visibility in ("public", own)
 
 
 def record_visibility(resource: Resource, hit: Hit) -> str | None:
