@@ -105,7 +105,7 @@ def test_without_rules_only_public_hits_are_served(backend: str, gateway_factory
         assert sources(document) and not leaked(document)
 
 
-def test_a_long_request_id_is_refused_and_echoed_cut(demo: Gateway):
+def test_a_long_or_empty_request_id_is_refused_and_never_echoed_whole(demo: Gateway):
     response = httpx.post(demo.url + "/pag/retrieve",
                           json=ask(request_id="r" * 100_000), timeout=10)
     document = response.json()
@@ -113,3 +113,6 @@ def test_a_long_request_id_is_refused_and_echoed_cut(demo: Gateway):
     assert document["request_id"] == "r" * 128
     assert not list(RESPONSE.iter_errors(document))
     assert retrieve(demo, "password", request_id="r" * 128)["request_id"] == "r" * 128
+    empty = httpx.post(demo.url + "/pag/retrieve", json=ask(request_id=""), timeout=10)
+    assert empty.status_code == 400
+    assert empty.json()["request_id"] == empty.headers["x-request-id"]

@@ -57,9 +57,9 @@ def parse_retrieve(body: Any) -> RetrieveRequest:
         where = "/".join(str(part) for part in error.absolute_path) or "(body)"
         raise invalid(f"The request does not match RetrieveRequest at {where}: "
                       f"{_reason(error)}.")
-    if len(body["request_id"]) > MAX_REQUEST_ID:
-        raise invalid(f"The request does not match RetrieveRequest at request_id: longer than "
-                      f"{MAX_REQUEST_ID} characters.")
+    if not 0 < len(body["request_id"]) <= MAX_REQUEST_ID:  # one the answer can echo
+        raise invalid(f"The request does not match RetrieveRequest at request_id: expected 1 "
+                      f"to {MAX_REQUEST_ID} characters.")
     extension = (body.get("extensions") or {}).get("aigw") or {}
     intent, runtime = body["intent"], body["runtime"]
     return RetrieveRequest(
