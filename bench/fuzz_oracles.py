@@ -3,8 +3,9 @@ gateway routes it (the same `PathOwners`), against the schemas of the served Ope
 
 - `server_errors`: any 5xx.
 - `outside_envelope`: a body the gateway wrote that is not its owner's envelope (AIDRE error or
-  success shape, the gateway's error dialect, the /.well-known/ai schema), a wrong media type,
-  or a `request_id` that is not the response's `X-Request-Id`.
+  success shape; AIP's RetrieveResponse, event receipt and aip.json; AIDIP's and PDPP's error
+  objects; the gateway's error dialect; the /.well-known/ai schema), a wrong media type, or a
+  `request_id` that is not the response's `X-Request-Id` (AIP may echo the body's instead).
 - `not_for_caller`: a private collection's name or description the caller may not read (and did
   not send itself), a `vector` no vector-return rule allows this caller, a leaked `embedding`.
 - `unauthenticated_upstream`: the recorder saw a passthrough request whose route needs
@@ -14,6 +15,7 @@ gateway routes it (the same `PathOwners`), against the schemas of the served Ope
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,13 @@ COUNTS = ("requests_sent", "server_errors", "outside_envelope", "not_for_caller"
 # dialect whatever the path, since no request (so no owner) exists yet.
 _LISTENER_CODES = {(400, "invalid_http"), (408, "request_timeout"),
                    (431, "request_header_fields_too_large")}
+# Each surface's error object (schema, media type) and where its request id sits.
+_ERRORS = {"aidre": ("AidreError", "application/aidre+json"),
+           "aip": ("AipRetrieveResponse", "application/json"),
+           "aidip": ("AidipError", "application/json"),
+           "pdpp": ("PdppError", "application/json")}
+_TOP_LEVEL_REQUEST_ID = {"aidre", "aip"}
+_MAX_ECHOED_ID = 128
 _AIDRE_ROUTES = {"/.well-known/ai-discovery": "AidreDiscovery", "/collections": "AidreCollections",
                  "/search": "AidreSearchResponse"}
 
@@ -153,32 +162,61 @@ class Oracles:
         return mount.name if mount is not None else "passthrough"
 
     def _envelope_problem(self, exchange: Exchange, owner: str, path: str) -> str | None:
-        if exchange.status == 304 or exchange.method == "HEAD":
+        if exchange.status == 304 or exchange.method == "HEAD" or exchange.status == 204:
             return None
         media = exchange.headers.get("content-type", "")
         try:
             body = orjson.loads(exchange.body)
         except orjson.JSONDecodeError:
             return "not JSON"
-        aidre = owner == "aidre"
         if exchange.status >= 400:
-            name, wanted = ("AidreError", "application/aidre+json") if aidre \
-                else ("GatewayError", "application/json")
-            found = body.get("request_id") if aidre else (body.get("error") or {}).get(
-                "request_id") if isinstance(body, dict) else None
-            if found != exchange.headers.get("x-request-id"):
-                return "request_id differs from X-Request-Id"
-        elif aidre:
-            name = self._aidre_success(path)
-            wanted = "application/json" if name == "AidreDiscovery" else "application/aidre+json"
-        elif owner == "document:aiendpoint":
-            name, wanted = "AiEndpointDocument", "application/json"
+            name, wanted = _ERRORS.get(owner, ("GatewayError", "application/json"))
+            problem = self._request_id_problem(exchange, owner, body)
+            if problem:
+                return problem
         else:
-            return None if isinstance(body, dict) else "not a JSON object"
+            found = self._success(owner, path, exchange.status, body)
+            if found is None or isinstance(found, str):
+                return found
+            name, wanted = found
         if not media.startswith(wanted):
             return f"media type {media!r}, expected {wanted}"
         errors = sorted(self.schema(name).iter_errors(body), key=lambda e: e.path)
         return f"not {name}: {errors[0].message[:200]}" if errors else None
+
+    def _request_id_problem(self, exchange: Exchange, owner: str, body: Any) -> str | None:
+        if not isinstance(body, dict):
+            return "not a JSON object"
+        error = body.get("error")
+        found = body.get("request_id") if owner in _TOP_LEVEL_REQUEST_ID \
+            else error.get("request_id") if isinstance(error, dict) else None
+        if found == exchange.headers.get("x-request-id"):
+            return None
+        # AIP echoes the body's request_id when one can be read: one the caller sent, capped.
+        if owner == "aip" and isinstance(found, str) and 0 < len(found) <= _MAX_ECHOED_ID \
+                and any(form in exchange.sent for form in _encodings(found)):
+            return None
+        return "request_id differs from X-Request-Id"
+
+    def _success(self, owner: str, path: str, status: int,
+                 body: Any) -> tuple[str, str] | str | None:
+        """(schema, media type) a success must have; a problem; None: any JSON is fine."""
+        if owner == "aidre":
+            name = self._aidre_success(path)
+            return name, "application/json" if name == "AidreDiscovery" \
+                else "application/aidre+json"
+        if owner == "document:aiendpoint":
+            return "AiEndpointDocument", "application/json"
+        if owner == "document:aip" and path.endswith("aip.json"):
+            return "AipDeclaration", "application/json"
+        if owner == "aip":
+            if status == 202:
+                return "AipEventAccepted", "application/json"
+            return ("AipRetrieveResponse", "application/json") if "status" in body \
+                else None if isinstance(body, dict) else "not a JSON object"
+        if owner == "aidip":  # listings and searches are arrays, the rest objects
+            return None if isinstance(body, dict | list) else "not JSON object or array"
+        return None if isinstance(body, dict) else "not a JSON object"
 
     def _aidre_success(self, path: str) -> str:
         local = path.removeprefix(self.base_path) if path != "/.well-known/ai-discovery" else path
@@ -215,6 +253,11 @@ def _vector_rules(loaded: LoadedConfig) -> dict[str, list[frozenset[str]]]:
         for rule in pack.get("vector_return") or ():
             rules.setdefault(rule["collection"], []).append(frozenset(rule.get("scopes") or ()))
     return rules
+
+
+def _encodings(value: str) -> tuple[bytes, ...]:
+    """How a string may appear in a JSON body sent: raw UTF-8 or ASCII-escaped."""
+    return value.encode(), json.dumps(value)[1:-1].encode()
 
 
 def _gateway_path(target: str) -> str:

@@ -219,7 +219,8 @@ def test_aigw_aip_events_names_a_bad_setting(tmp_path):
     config.write_text(yaml.safe_dump({"aip": {"events": {"redis_url": "http://x", "stram": 1}}}))
     result = aigw("aip", "events", "--config", str(config))
     assert result.returncode == 1
-    assert f"{config}: aip.events.redis_url: expected a redis:// or rediss:// URL" in result.stderr
+    assert f"{config}: aip.events.redis_url: expected a Redis URL with a scheme among" \
+        in result.stderr
     assert f"{config}: aip.events.stram: Extra inputs are not permitted" in result.stderr
 
 

@@ -5,6 +5,7 @@ started on loopback exactly as rendered."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,44 @@ def test_memory_rate_limits_with_several_replicas_are_refused_unless_allowed(sca
     redis = {"rate_limits": {**MEMORY_LIMITS["rate_limits"], "storage": "${REDIS_URL}"}}
     assert render({**values, "config": redis})
     assert render({**INGRESS, "config": MEMORY_LIMITS})  # one replica counts everything
+
+
+AIP = {"publisher": {"id": "acme", "name": "Acme", "domain": "acme.example.com"},
+       "editorial_domains": ["support"], "sources": {}}
+LOCAL_STORES = [  # (config, what the refusal names, the same store shared through Redis)
+    ({"aidip": {"agents": {}}}, "aidip.registry.redis_url is unset",
+     {"aidip": {"agents": {}, "registry": {"redis_url": "${REDIS_URL}"}}}),
+    ({"aip": {**AIP, "signing": {"enabled": True, "keys": {}}}},
+     "aip.signing.nonce_store is memory://",
+     {"aip": {**AIP, "signing": {"enabled": True, "keys": {},
+                                 "nonce_store": "redis+cluster://redis:7000"}}}),
+    ({"aip": {**AIP, "events": {"file": "events.jsonl"}}}, "aip.events has no redis_url",
+     {"aip": {**AIP, "events": {"redis_url": "${REDIS_URL}"}}}),
+]
+
+
+@pytest.mark.parametrize(("config", "named", "shared"), LOCAL_STORES)
+@pytest.mark.parametrize("scale", [{"replicaCount": 2},
+                                   {"autoscaling": {"enabled": True, "maxReplicas": 4}}])
+def test_per_pod_aidip_and_aip_stores_with_several_replicas_are_refused_unless_allowed(
+        config: dict, named: str, shared: dict, scale: dict):
+    values = {**INGRESS, **scale, "config": config}
+    with pytest.raises(helm.HelmError, match=f"replicas, but .*{re.escape(named)}"):
+        render(values)
+    assert render({**values, "allowLocalStoresWithReplicas": True})
+    assert render({**values, "config": shared})
+    assert render({**INGRESS, "config": config})  # one replica holds all of it
+    section = next(iter(config))
+    assert render({**values, "config": {section: {**config[section], "enabled": False}}})
+
+
+def test_every_per_pod_store_is_named_in_one_refusal():
+    config = {"aidip": {"agents": {}},
+              "aip": {**AIP, "signing": {"enabled": True, "keys": {}},
+                      "events": {"file": "e.jsonl"}}}
+    with pytest.raises(helm.HelmError) as refused:
+        render({**INGRESS, "replicaCount": 3, "config": config})
+    assert all(named in str(refused.value) for _, named, _ in LOCAL_STORES)
 
 
 @pytest.mark.parametrize("bad", [

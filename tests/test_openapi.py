@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import httpx
+import pdpp_config
 import pytest
 import schemathesis
+from aidip_config import aidip_gateway_config
 from aidre_config import aidre_gateway_config, collection
 from hypothesis import HealthCheck, given, settings
 from openapi_spec_validator import validate
@@ -184,6 +186,76 @@ def test_aip_answers_match_the_declared_schemas(backend, gateway_factory, tmp_pa
         @given(case=operation.as_strategy())
         def check(case: schemathesis.Case) -> None:
             response = case.call(base_url=gateway.url, timeout=10)
+            case.validate_response(response, checks=CHECKS)
+
+        check()
+
+
+def aidip_pdpp_config(backend: str, echo: str) -> dict:
+    """AIDIP's test registry and the demo's PDPP streams behind one gateway, with PDPP keys."""
+    config = aidip_gateway_config(backend, echo)
+    config["auth"]["resource"] = pdpp_config.RESOURCE
+    config["auth"]["api_keys"]["keys"] += [
+        pdpp_config.key(pdpp_config.OWNER_KEY, "u-001", "owner"),
+        pdpp_config.key(pdpp_config.CLIENT_KEY, "u-001", "client",
+                        {"messages": ["id", "subject", "sent_at"], "articles": ["id", "title"]})]
+    config["pdpp"] = pdpp_config.demo_pdpp()
+    return config
+
+
+@pytest.fixture(scope="module")
+def aidip_pdpp(backend: str, echo: str,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    workdir = tmp_path_factory.mktemp("openapi-aidip-pdpp")
+    started = Gateway(aidip_pdpp_config(backend, echo), workdir)
+    yield started
+    started.stop()
+
+
+def test_every_aidip_and_pdpp_route_is_described_with_its_error_object(aidip_pdpp: Gateway):
+    document = served(aidip_pdpp)
+    validate(document)
+    paths = document["paths"]
+    settings = load_config(aidip_pdpp.config_path).settings
+    context = MountContext(settings, registry.capabilities(settings))
+    for name in ("aidip", "pdpp"):
+        [surface] = [s for s in registry.surfaces() if s.name == name]
+        mount = surface.mount(context)
+        assert mount is not None
+        for route in mount.routes:
+            template = route.path.replace(":path}", "}")
+            for method in route.methods - {"HEAD"}:
+                operation = paths[template][method.lower()]
+                declared = {p["name"] for p in operation.get("parameters", [])
+                            if p["in"] == "path"}
+                assert declared == set(route.param_convertors), (method, template)
+                errors = {s for s in operation["responses"] if s >= "400"}
+                assert errors, (method, template)
+                error = "AidipError" if name == "aidip" else "PdppError"
+                for status in errors:
+                    schema = operation["responses"][status]["content"]["application/json"]
+                    assert schema["schema"] == {"$ref": f"#/components/schemas/{error}"}
+    assert paths["/agents"]["post"]["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/AidipAgentMetadata"}
+    records = paths["/v1/streams/{stream}/records"]["get"]["responses"]["200"]
+    assert records["content"]["application/json"]["schema"]["$ref"].endswith("PdppRecordList")
+
+
+@pytest.mark.parametrize("key", [None, "alice-key", pdpp_config.OWNER_KEY,
+                                 pdpp_config.CLIENT_KEY])
+def test_aidip_and_pdpp_answers_match_the_declared_schemas(aidip_pdpp: Gateway, key: str | None):
+    schema = schemathesis.openapi.from_url(aidip_pdpp.url + OPENAPI)
+    headers = {"x-api-key": key} if key else {}
+    operations = [result.ok() for result in schema.get_all_operations()]
+    ours = [op for op in operations if "/agents" in op.label or "/agent-card" in op.label
+            or "/v1/" in op.label]
+    assert len(ours) == 17
+    for operation in ours:
+        @settings(max_examples=4, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(case=operation.as_strategy())
+        def check(case: schemathesis.Case) -> None:
+            response = case.call(base_url=aidip_pdpp.url, headers=headers, timeout=10)
             case.validate_response(response, checks=CHECKS)
 
         check()

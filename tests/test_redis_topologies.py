@@ -1,9 +1,13 @@
-"""Redis Cluster and Sentinel: rate limits and AIDIP registrations shared by two gateway
-processes through a real three-primary cluster and through a Sentinel, keys that must share a
-slot, and a primary failover that neither feature notices beyond a brief refusal."""
+"""Redis Cluster and Sentinel: rate limits, AIDIP registrations, AIP nonces and AIP events
+shared by two gateway processes through a real three-primary cluster and through a Sentinel,
+keys that must share a slot, and a primary failover that no feature notices beyond a brief
+refusal."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,11 +15,35 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from aidip_config import aidip_gateway_config, registration
-from processes import Gateway
+from processes import ROOT, Gateway
 from redis_topologies import Cluster, Sentinel
 
+from gateway.surfaces.aip.signing import sign
+
 TOPOLOGIES = {"cluster": Cluster, "sentinel": Sentinel}
+AIP_SECRET = b"topology-platform-secret-0123456789"
+
+
+def aip_section(redis_url: str, prefix: str, workdir: Path) -> dict:
+    """AIP over the demo backend, signed with a nonce store and events in the topology."""
+    (workdir / "platform.secret").write_bytes(AIP_SECRET)
+    search = {"upstream": "helpcentre", "path": "/api/v1/articles/search",
+              "query": {"q": "{query}", "limit": "{limit}"},
+              "mapping": {"items": "items", "id": "id", "text": "snippet",
+                          "fields": {"title": "title", "url": "url"}}}
+    return {
+        "publisher": {"id": "acme-help", "name": "Acme Help Centre",
+                      "domain": "help.example.com"},
+        "editorial_domains": ["support"],
+        "signing": {"enabled": True, "required": True, "nonce_store": redis_url,
+                    "nonce_key_prefix": f"{prefix}:nonce",
+                    "keys": {"plat": {"secret_file": str(workdir / "platform.secret")}}},
+        "event": {"path": "/pag/events"},
+        "events": {"redis_url": redis_url, "stream": f"{prefix}:events"},
+        "sources": {"articles": {"search": search, "search_texts": "excerpts"}},
+    }
 
 
 class Deployment:
@@ -31,7 +59,8 @@ class Deployment:
             backend, echo, default_upstream="echo",
             aidip={"registry": {"redis_url": self.redis.url, "key_prefix": self.prefix + ":"}},
             rate_limits={"storage": self.redis.url, "key_prefix": self.prefix,
-                         "strategy": "sliding-window-counter", "rules": rules})
+                         "strategy": "sliding-window-counter", "rules": rules},
+            aip=aip_section(self.redis.url, self.prefix, workdir))
         self.gateways: list[Gateway] = []
         try:
             self.gateways = [Gateway(config, workdir) for _ in range(2)]
@@ -114,3 +143,60 @@ def test_counts_and_registrations_survive_a_primary_failover(deployment: Deploym
     assert get(first, "/echo/failover").headers["ratelimit-remaining"] == "93"
     assert get(second, f"/agents/{agent_id}").status_code == 200
     assert register(second, echo)  # writes reach the new primary
+
+
+def signed_post(gateway: Gateway, path: str, body: dict,
+                headers: dict[str, str] | None = None) -> httpx.Response:
+    raw = json.dumps(body).encode()
+    headers = headers or sign(AIP_SECRET, "plat", "POST", path, raw)
+    return httpx.post(gateway.url + path, content=raw, timeout=10,
+                      headers={**headers, "content-type": "application/json"})
+
+
+def retrieve_body(request_id: str) -> dict:
+    return {"aip_version": "0.1", "request_id": request_id,
+            "timestamp": "2026-01-15T14:30:00Z", "platform": {"id": "assistant"},
+            "intent": {"domain": "support"},
+            "context": {"language": "en-US", "placement": "conversation"},
+            "runtime": {"session_id": "s1", "turn_index": 0, "query_text": "reset your password"}}
+
+
+def stored_events(deployment: Deployment) -> list[dict]:
+    """The events as `aigw aip events` reads them back from the topology."""
+    config = deployment.gateways[0].config_path.with_name("events-only.yaml")
+    events = deployment.gateways[0].config["aip"]["events"]
+    config.write_text(yaml.safe_dump({"aip": {"events": events}}))
+    result = subprocess.run([sys.executable, "-m", "gateway", "aip", "events", "--config",
+                             str(config)], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_a_nonce_used_on_one_gateway_is_refused_by_the_other(deployment: Deployment):
+    first, second = deployment.gateways
+    body = retrieve_body(f"nonce-{uuid.uuid4().hex[:8]}")
+    headers = sign(AIP_SECRET, "plat", "POST", "/pag/retrieve", json.dumps(body).encode())
+    answered = signed_post(first, "/pag/retrieve", body, headers)
+    assert answered.status_code == 200 and answered.json()["status"] == "ok", answered.text
+    replay = signed_post(second, "/pag/retrieve", body, headers)
+    assert replay.status_code == 403, replay.text
+    assert replay.json()["error"] == {"code": "auth_failed", "message": "Nonce already used"}
+    assert signed_post(second, "/pag/retrieve", body).status_code == 200  # a fresh nonce
+
+
+def test_access_and_citation_events_from_both_gateways_share_one_stream(
+        deployment: Deployment):
+    first, second = deployment.gateways
+    request_id = f"events-{uuid.uuid4().hex[:8]}"
+    answered = signed_post(first, "/pag/retrieve", retrieve_body(request_id))
+    assert answered.status_code == 200, answered.text
+    access = [e for e in stored_events(deployment) if e.get("request_id") == request_id]
+    assert [e["event_type"] for e in access] == ["access"]
+    citation = {**{k: v for k, v in access[0].items() if k != "access"},
+                "event_id": f"evt_{uuid.uuid4().hex}", "event_type": "citation",
+                "citation": {"chunk_ids": [], "display_surface": "answer"}}
+    posted = signed_post(second, "/pag/events", citation)
+    assert posted.status_code == 202, posted.text
+    kinds = [e["event_type"] for e in stored_events(deployment)
+             if e.get("request_id") == request_id]
+    assert kinds == ["access", "citation"]

@@ -33,6 +33,14 @@ class AidipPlugin(Surface):
             return []
         return ["aidip.registry (no redis_url: registrations in memory)"]
 
+    def openapi(self, settings: Settings) -> dict[str, Any]:
+        aidip: Aidip | None = self.section(settings)
+        if aidip is None or not aidip.enabled:
+            return {}
+        from gateway.surfaces.aidip.openapi import aidip_openapi
+
+        return aidip_openapi(aidip)
+
     def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
         from gateway.surfaces.aidip.checks import aidip_problems
 

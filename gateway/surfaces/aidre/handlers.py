@@ -148,6 +148,13 @@ class ChunkSurface(AidreSurface):
             return Response(status_code=304, headers=headers)
         return render.json_response(document, headers=headers)
 
+    def render_error(self, error: GatewayError, ctx: RequestContext) -> Response:
+        # An id the upstream refuses (4xx) names no chunk: the same 404 as a missing one, never
+        # a 503 (an id such as "search" may land on another upstream route).
+        if error.code == "upstream_error" and (ctx.upstream_error or "").startswith("status_4"):
+            error = GatewayError(404, "not_found", "No such chunk.")
+        return super().render_error(error, ctx)
+
 
 def routes(base_path: str) -> list[Route]:
     return [

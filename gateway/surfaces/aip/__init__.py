@@ -42,6 +42,15 @@ class AipPlugin(Surface):
 
         return AIP_KINDS
 
+    def process_local_state(self, settings: Settings) -> list[str]:
+        aip = self.section(settings)
+        signing = aip.signing if aip is not None and aip.enabled else None
+        if signing is None or not signing.enabled or \
+                not signing.nonce_store.startswith("memory:"):
+            return []
+        return ["aip.signing.nonce_store (memory://: a nonce seen by one worker is not seen by "
+                "the others)"]
+
     def add_commands(self, commands: Any) -> None:
         from gateway.surfaces.aip.cli import add_aip_parser
 

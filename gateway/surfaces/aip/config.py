@@ -74,6 +74,17 @@ class EventEndpoint(Strict):
     required: bool = Field(False, description="Advertised: platforms must post events.")
 
 
+class HitVisibility(Strict):
+    """Hits carry their own visibility (mapped as `metadata.visibility` by the search or the
+    article mapping); this says who sees which. A value named nowhere but `public`, or a hit
+    without one, is seen by nobody."""
+
+    scopes: dict[str, list[str]] = Field(
+        {}, description="Scopes a caller needs to see a hit of each visibility; `public` hits "
+        "need none.",
+    )
+
+
 class Source(Strict):
     """Where answers come from: a search, and optionally the full article of each hit."""
 
@@ -88,6 +99,11 @@ class Source(Strict):
     search_texts: Literal["articles", "excerpts"] = Field(
         "articles", description="Without `article`: whether search texts are whole articles "
         "(split, never returned whole unless full_article) or excerpts (returned as they are).",
+    )
+    record_visibility: HitVisibility | None = Field(
+        None, description="Per-hit visibility, checked for the caller before any text is cut "
+        "into chunks. Without it a hit is public unless its mapping gives another visibility, "
+        "which then nobody sees.",
     )
 
 

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import orjson
 
+from gateway import redis_url
 from gateway.surfaces.aip.signing_config import Events
 
 AIP_VERSION = "0.1"
@@ -190,11 +191,8 @@ class JsonlSink:
 
 class RedisStreamSink:
     def __init__(self, url: str, stream: str, max_len: int, timeout: float) -> None:
-        import redis.asyncio
-
-        self._client = redis.asyncio.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout
-        )
+        # One key per command (XADD, XRANGE), so a cluster needs no hash tag.
+        self._client = redis_url.connect(url, timeout)
         self._stream = stream
         self._max_len = max_len
 

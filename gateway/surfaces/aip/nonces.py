@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from gateway import redis_url
 from gateway.surfaces.aip.signing_config import Signing
 
 
@@ -68,11 +69,7 @@ class RedisNonceStore:
     """One `SET key 1 NX PX ttl` per request: the first replica to write a nonce wins."""
 
     def __init__(self, url: str, key_prefix: str, timeout: float) -> None:
-        import redis.asyncio
-
-        self._client = redis.asyncio.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout
-        )
+        self._client = redis_url.connect(url, timeout)
         self._prefix = key_prefix
 
     async def add(self, key_id: str, nonce: str, ttl: float) -> bool:

@@ -11,6 +11,8 @@ from typing import Any
 from gateway.errors import GatewayError
 
 MEDIA_TYPE = "application/json"
+# The longest request_id accepted and echoed back; the schema sets none.
+MAX_REQUEST_ID = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +39,12 @@ def invalid(message: str) -> GatewayError:
 
 
 def readable_request_id(body: Any) -> str | None:
-    """The body's request_id when there is one to echo, even in an otherwise bad request."""
+    """The body's request_id when there is one to echo, even in an otherwise bad request;
+    one too long to accept is echoed cut to its first MAX_REQUEST_ID characters."""
     if isinstance(body, dict):
         value = body.get("request_id")
-        if isinstance(value, str) and 0 < len(value) <= 256 and value.isprintable():
-            return value
+        if isinstance(value, str) and value and value[:MAX_REQUEST_ID].isprintable():
+            return value[:MAX_REQUEST_ID]
     return None
 
 
@@ -54,6 +57,9 @@ def parse_retrieve(body: Any) -> RetrieveRequest:
         where = "/".join(str(part) for part in error.absolute_path) or "(body)"
         raise invalid(f"The request does not match RetrieveRequest at {where}: "
                       f"{_reason(error)}.")
+    if not 0 < len(body["request_id"]) <= MAX_REQUEST_ID:  # one the answer can echo
+        raise invalid(f"The request does not match RetrieveRequest at request_id: expected 1 "
+                      f"to {MAX_REQUEST_ID} characters.")
     extension = (body.get("extensions") or {}).get("aigw") or {}
     intent, runtime = body["intent"], body["runtime"]
     return RetrieveRequest(

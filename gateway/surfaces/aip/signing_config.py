@@ -14,8 +14,9 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from gateway.redis_url import check as check_redis_url
+
 MIN_SECRET_BYTES = 16
-_NONCE_SCHEMES = ("memory", "redis", "rediss")
 
 KeyId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,128}$")]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
@@ -24,18 +25,8 @@ KeyPrefix = Annotated[str, Field(pattern=r"^[A-Za-z0-9:_{}.-]{1,64}$")]
 
 
 def _store_url(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in _NONCE_SCHEMES:
-        raise ValueError(f"expected a URL with a scheme among {', '.join(_NONCE_SCHEMES)}")
-    if parts.scheme != "memory" and not parts.hostname:
-        raise ValueError("expected host:port in the redis URL")
-    return value
-
-
-def _redis_url(value: str) -> str:
-    if urlsplit(value).scheme not in ("redis", "rediss") or not urlsplit(value).hostname:
-        raise ValueError("expected a redis:// or rediss:// URL with a host")
-    return value
+    """memory://, or any Redis URL `gateway.redis_url` reaches (cluster and sentinel too)."""
+    return value if urlsplit(value).scheme == "memory" else check_redis_url(value)
 
 
 class Strict(BaseModel):
@@ -103,7 +94,8 @@ class Signing(Strict):
         300, description="Accepted distance, in seconds, between X-AIP-Timestamp and now.",
     )
     nonce_store: Annotated[str, AfterValidator(_store_url)] = Field(
-        "memory://", description="memory:// (one process) or a redis URL shared by replicas.",
+        "memory://", description="memory:// (one process) or a Redis URL shared by replicas "
+        "(redis://, rediss://, redis+cluster://, redis+sentinel://).",
     )
     nonce_key_prefix: KeyPrefix = "aigw:aip-nonce"
     nonce_store_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
@@ -130,8 +122,9 @@ class Signing(Strict):
 class Events(Strict):
     """Where access and citation events are kept: a Redis stream, else a JSON-lines file."""
 
-    redis_url: Annotated[str, AfterValidator(_redis_url)] | None = Field(
-        None, description="Keep events in a Redis stream; without it, in `file`.",
+    redis_url: Annotated[str, AfterValidator(check_redis_url)] | None = Field(
+        None, description="Keep events in a Redis stream (any Redis URL: one server, cluster "
+        "or sentinel); without it, in `file`.",
     )
     stream: Annotated[str, Field(min_length=1, max_length=256)] = "aigw:aip:events"
     max_len: Annotated[int, Field(ge=1000)] = Field(

@@ -1,5 +1,6 @@
 """AIP sources compiled from config, and the upstream reads that turn a query into pieces of
-text: a search, then (when configured) each hit's whole article."""
+text: a search, then (when configured) each hit's whole article, keeping only the hits the
+caller may see (the policy engine's record-visibility decision) before any text is cut."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import Any
 from gateway import errors
 from gateway.context import RequestContext
 from gateway.mapping import HitMapping
-from gateway.model import Hit
+from gateway.model import Hit, Principal
 from gateway.operations import Operation, compile_operation
 from gateway.pipeline import call_upstream_json
+from gateway.policy.engine import may_see_record
 from gateway.surfaces.aip.chunks import Piece
 from gateway.surfaces.aip.config import Aip, Source
 
@@ -23,6 +25,8 @@ class CompiledSource:
     settings: Source
     search: Operation
     article: Operation | None
+    # None: hits are public unless their mapping says otherwise (then nobody sees them).
+    visibility_rules: dict[str, frozenset[str]] | None
 
     @property
     def whole_articles(self) -> bool:
@@ -36,9 +40,11 @@ def compile_sources(aip: Aip, upstreams: set[str]) -> dict[str, CompiledSource]:
         where = f"aip.sources.{name}"
         article = (compile_operation(source.article, f"{where}.article", upstreams)
                    if source.article is not None else None)
+        rules = source.record_visibility
         compiled[name] = CompiledSource(
             name, source, compile_operation(source.search, f"{where}.search", upstreams),
-            article)
+            article, None if rules is None else
+            {value: frozenset(scopes) for value, scopes in rules.scopes.items()})
     return compiled
 
 
@@ -52,15 +58,29 @@ async def read_pieces(source: CompiledSource, query: str, hits_wanted: int,
     call = source.search.call(generation.targets[source.search.settings.upstream], values)
     hits = _mapped(call.mapping, await call_upstream_json(call, ctx, identity))[:hits_wanted]
     if source.article is not None:
-        articles = await asyncio.gather(*(_article(source.article, hit.id, generation, ctx,
+        # A hit the search already shows hidden is never read; the others are judged on the
+        # article's visibility (or the search hit's, when the article does not give one).
+        hits = [hit for hit in hits
+                if "visibility" not in hit.metadata or visible(source, hit, ctx.principal)]
+        articles = await asyncio.gather(*(_article(source.article, hit, generation, ctx,
                                                    identity) for hit in hits))
         hits = [hit for hit in articles if hit is not None]
-    return [piece for hit in hits if (piece := _piece(hit)) is not None]
+    return [piece for hit in hits
+            if visible(source, hit, ctx.principal) and (piece := _piece(hit)) is not None]
 
 
-async def _article(operation: Operation, item_id: str, generation: Any,
+def visible(source: CompiledSource, hit: Hit, principal: Principal) -> bool:
+    """Whether this caller may see the hit; a source without rules only shows public hits."""
+    value = hit.metadata.get("visibility")
+    if value is None and source.visibility_rules is None:
+        value = "public"
+    return may_see_record(value if isinstance(value, str) else None,
+                          source.visibility_rules or {}, principal)
+
+
+async def _article(operation: Operation, found_by: Hit, generation: Any,
                    ctx: RequestContext, identity: list) -> Hit | None:
-    call = operation.call(generation.targets[operation.settings.upstream], {"id": item_id})
+    call = operation.call(generation.targets[operation.settings.upstream], {"id": found_by.id})
     try:
         document = await call_upstream_json(call, ctx, identity)
     except errors.GatewayError as error:
@@ -68,7 +88,11 @@ async def _article(operation: Operation, item_id: str, generation: Any,
             return None
         raise
     found = _mapped(call.mapping, document)
-    return found[0] if found else None
+    if not found:
+        return None
+    if "visibility" in found_by.metadata:
+        found[0].metadata.setdefault("visibility", found_by.metadata["visibility"])
+    return found[0]
 
 
 def _mapped(mapping: HitMapping, document: Any) -> list[Hit]:

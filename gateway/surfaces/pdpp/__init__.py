@@ -27,6 +27,14 @@ class PdppPlugin(Surface):
 
         return resource_members(pdpp)
 
+    def openapi(self, settings: Settings) -> dict[str, Any]:
+        pdpp = self._enabled(settings)
+        if pdpp is None:
+            return {}
+        from gateway.surfaces.pdpp.openapi import pdpp_openapi
+
+        return pdpp_openapi(pdpp)
+
     def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
         pdpp = self.section(settings)
         if pdpp is None:

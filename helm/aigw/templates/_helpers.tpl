@@ -91,14 +91,51 @@ app.kubernetes.io/component: {{ .Values.mode }}
 {{- define "aigw.checkRateLimitStore" -}}
 {{- $config := include "aigw.config" . | fromYaml -}}
 {{- $limits := get $config "rate_limits" -}}
-{{- $replicas := int .Values.replicaCount -}}
-{{- if .Values.autoscaling.enabled -}}
-{{- $replicas = int .Values.autoscaling.maxReplicas -}}
-{{- end -}}
+{{- $replicas := int (include "aigw.maxReplicas" .) -}}
 {{- if and $limits (gt $replicas 1) (not .Values.allowMemoryRateLimitsWithReplicas) -}}
 {{- $storage := get $limits "storage" | default "memory://" -}}
 {{- if hasPrefix "memory:" $storage -}}
 {{- fail (printf "rate_limits.storage is %s with up to %d replicas: each pod would count alone, so clients would get the limit once per pod. Set rate_limits.storage to a Redis URL (e.g. ${REDIS_URL} from secrets), or allowMemoryRateLimitsWithReplicas: true to accept per-pod counts." $storage $replicas) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Most pods this release can run at once: replicaCount, or the autoscaler's maximum. */}}
+{{- define "aigw.maxReplicas" -}}
+{{- if .Values.autoscaling.enabled -}}
+{{- int .Values.autoscaling.maxReplicas -}}
+{{- else -}}
+{{- int .Values.replicaCount -}}
+{{- end -}}
+{{- end -}}
+
+{{/* More than one pod with state that must be shared kept in one pod: AIDIP registrations in
+memory (each pod lists only its own), AIP nonces in memory (a replay to another pod passes), AIP
+events in a file (scattered over pod filesystems, lost with a pod). */}}
+{{- define "aigw.checkLocalStores" -}}
+{{- $config := include "aigw.config" . | fromYaml -}}
+{{- $replicas := int (include "aigw.maxReplicas" .) -}}
+{{- if and (gt $replicas 1) (not .Values.allowLocalStoresWithReplicas) -}}
+{{- $local := list -}}
+{{- $aidip := get $config "aidip" -}}
+{{- if and $aidip (ne (toString (get $aidip "enabled")) "false") -}}
+{{- if not (get (get $aidip "registry" | default dict) "redis_url") -}}
+{{- $local = append $local "aidip.registry.redis_url is unset (registrations in memory)" -}}
+{{- end -}}
+{{- end -}}
+{{- $aip := get $config "aip" -}}
+{{- if and $aip (ne (toString (get $aip "enabled")) "false") -}}
+{{- $signing := get $aip "signing" | default dict -}}
+{{- if and (eq (toString (get $signing "enabled")) "true") (hasPrefix "memory:" (get $signing "nonce_store" | default "memory://")) -}}
+{{- $local = append $local "aip.signing.nonce_store is memory:// (a replay to another pod passes)" -}}
+{{- end -}}
+{{- $events := get $aip "events" -}}
+{{- if and $events (not (get $events "redis_url")) -}}
+{{- $local = append $local "aip.events has no redis_url (events in each pod's file)" -}}
+{{- end -}}
+{{- end -}}
+{{- if $local -}}
+{{- fail (printf "up to %d replicas, but state they must share stays in one pod: %s. Set these to a Redis URL (e.g. ${REDIS_URL} from secrets), or allowLocalStoresWithReplicas: true to accept per-pod stores." $replicas (join "; " $local)) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
