@@ -86,7 +86,10 @@ class Oracles:
         context = MountContext(settings, registry.capabilities(settings), loaded.modified)
         mounts = [m for s in registry.surfaces() if (m := s.mount(context)) is not None]
         self.owners = PathOwners(mounts, core_documents(settings))
-        self.routes = RouteTable(settings.auth)
+        # Route access as the gateway reads it: auth.routes and the policy files' route rules.
+        bundle = loaded.bundle
+        self.routes = RouteTable(settings.auth,
+                                 rules=bundle.of_kind("route") if bundle is not None else None)
         self.base_path = settings.aidre.base_path
         self.private = {name: (frozenset(c.scopes), c.description)
                         for name, c in settings.aidre.collections.items()
