@@ -20,7 +20,7 @@ from gateway.surfaces.aip.body import parse_json, read_raw
 from gateway.surfaces.aip.chunks import Chunk, select, split
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.events import EventSink, access_event
-from gateway.surfaces.aip.gate import Gate, SignatureRefused
+from gateway.surfaces.aip.gate import Gate
 from gateway.surfaces.aip.intake import EventIntake, store_event
 from gateway.surfaces.aip.policy import AipPolicy, Denial, pick_source
 from gateway.surfaces.aip.request import (
@@ -29,12 +29,13 @@ from gateway.surfaces.aip.request import (
     parse_retrieve,
     readable_request_id,
 )
+from gateway.surfaces.aip.signed import SignedEndpoint
 from gateway.surfaces.aip.signing import VerifiedKey
 from gateway.surfaces.aip.sources import compile_sources, read_pieces
 from gateway.surfaces.aip.tokens import TokenCounter
 
 
-class Retriever:
+class Retriever(SignedEndpoint):
     """What one config generation needs to answer retrieves; built once at load."""
 
     def __init__(self, aip: Aip, upstreams: set[str], policy: AipPolicy, gate: Gate,
@@ -45,16 +46,6 @@ class Retriever:
         self.sink = sink
         self.sources = compile_sources(aip, upstreams)
         self.counter = TokenCounter(aip.retrieval.encoding)
-
-    async def handle(self, request: Request) -> Response:
-        ctx, generation = request.scope["aigw"]
-        verified = None
-        try:
-            response, verified = await self._handle(request, ctx, generation)
-        except SignatureRefused as refused:
-            ctx.error_code = refused.failure.code
-            return render.signing_failure(ctx.request_id, refused.failure)
-        return self.gate.sign(verified, request.scope, response)
 
     async def _handle(self, request: Request, ctx: RequestContext,
                       generation: Any) -> tuple[Response, VerifiedKey | None]:

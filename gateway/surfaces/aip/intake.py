@@ -14,8 +14,9 @@ from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json, read_raw
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.events import EventSink, EventSinkUnavailable, citation_problem
-from gateway.surfaces.aip.gate import Gate, SignatureRefused
+from gateway.surfaces.aip.gate import Gate
 from gateway.surfaces.aip.request import readable_request_id
+from gateway.surfaces.aip.signed import SignedEndpoint
 from gateway.surfaces.aip.signing import VerifiedKey
 
 
@@ -35,21 +36,11 @@ def invalid_event(field: str, message: str) -> GatewayError:
     return GatewayError(422, "invalid_event", f"{field}: {message}", {"field": field})
 
 
-class EventIntake:
+class EventIntake(SignedEndpoint):
     def __init__(self, aip: Aip, gate: Gate, sink: EventSink) -> None:
         self.aip = aip
         self.gate = gate
         self.sink = sink
-
-    async def handle(self, request: Request) -> Response:
-        ctx, generation = request.scope["aigw"]
-        verified = None
-        try:
-            response, verified = await self._handle(request, ctx, generation)
-        except SignatureRefused as refused:
-            ctx.error_code = refused.failure.code
-            return render.signing_failure(ctx.request_id, refused.failure)
-        return self.gate.sign(verified, request.scope, response)
 
     async def _handle(self, request: Request, ctx: RequestContext,
                       generation: Any) -> tuple[Response, VerifiedKey | None]:
