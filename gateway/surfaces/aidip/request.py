@@ -7,7 +7,8 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 
-from gateway.errors import GatewayError, request_too_large
+from gateway.bodies import read_capped
+from gateway.errors import GatewayError
 from gateway.surfaces.aidip.config import Aidip
 from gateway.surfaces.aidip.render import invalid_input
 from gateway.surfaces.aidip.search import LIST_FILTERS, TEXT_FILTERS, Filters
@@ -21,14 +22,7 @@ async def json_body(request: Request, limit: int) -> Any:
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json" and not media_type.endswith("+json"):
         raise GatewayError(415, "unsupported_media_type", "Send the body as application/json.")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise request_too_large(limit)
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise request_too_large(limit)
+    body = await read_capped(request, limit)
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:

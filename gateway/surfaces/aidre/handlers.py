@@ -15,8 +15,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway.bodies import read_capped
 from gateway.context import RequestContext
-from gateway.errors import GatewayError, request_too_large
+from gateway.errors import GatewayError
 from gateway.headers import request_origin
 from gateway.model import Hit, Query
 from gateway.pipeline import Fetch, UpstreamCall
@@ -259,14 +260,7 @@ async def _check_media_type(request: Request) -> None:
 
 
 async def _json_body(request: Request, limit: int) -> Any:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise request_too_large(limit)
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise request_too_large(limit)
+    body = await read_capped(request, limit)
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -5,23 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.requests import Request
 
-from gateway.errors import GatewayError, request_too_large
+from gateway.errors import GatewayError
 from gateway.surfaces.aip.request import MEDIA_TYPE, invalid
-
-
-async def read_raw(request: Request, limit: int) -> bytes:
-    """The body's bytes; `request_too_large` past `limit`, declared or sent."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise request_too_large(limit)
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise request_too_large(limit)
-    return raw
 
 
 def parse_json(raw: bytes, content_type: str) -> tuple[Any, GatewayError | None]:

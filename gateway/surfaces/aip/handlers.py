@@ -16,7 +16,7 @@ from gateway import errors
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.surfaces.aip import render
-from gateway.surfaces.aip.body import parse_json, read_raw
+from gateway.surfaces.aip.body import parse_json
 from gateway.surfaces.aip.chunks import Chunk, select, split
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.events import EventSink, access_event
@@ -50,12 +50,8 @@ class Retriever(SignedEndpoint):
     async def _handle(self, request: Request, ctx: RequestContext,
                       generation: Any) -> tuple[Response, VerifiedKey | None]:
         request_id, verified = ctx.request_id, None
-        limit = generation.settings.proxy.max_body_bytes
         try:
-            raw = await read_raw(request, limit) if self.gate.reads_body_first else None
-            verified = await self.gate.admit(request, raw or b"", generation.pipeline, ctx)
-            if raw is None:
-                raw = await read_raw(request, limit)
+            raw, verified = await self._admitted_body(request, ctx, generation)
             body, problem = parse_json(raw, request.headers.get("content-type", ""))
             request_id = readable_request_id(body) or request_id
             ask = None

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.surfaces.aip import render
-from gateway.surfaces.aip.body import parse_json, read_raw
+from gateway.surfaces.aip.body import parse_json
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.events import EventSink, EventSinkUnavailable, citation_problem
 from gateway.surfaces.aip.gate import Gate
@@ -45,12 +45,8 @@ class EventIntake(SignedEndpoint):
     async def _handle(self, request: Request, ctx: RequestContext,
                       generation: Any) -> tuple[Response, VerifiedKey | None]:
         request_id, verified = ctx.request_id, None
-        limit = generation.settings.proxy.max_body_bytes
         try:
-            raw = await read_raw(request, limit) if self.gate.reads_body_first else None
-            verified = await self.gate.admit(request, raw or b"", generation.pipeline, ctx)
-            if raw is None:
-                raw = await read_raw(request, limit)
+            raw, verified = await self._admitted_body(request, ctx, generation)
             await generation.pipeline.limit(ctx)
             event, problem = parse_json(raw, request.headers.get("content-type", ""))
             request_id = readable_request_id(event) or request_id

@@ -9,6 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.bodies import read_capped
 from gateway.context import RequestContext
 from gateway.surfaces.aip import render
 from gateway.surfaces.aip.gate import Gate, SignatureRefused
@@ -27,6 +28,17 @@ class SignedEndpoint:
             ctx.error_code = refused.failure.code
             return render.signing_failure(ctx.request_id, refused.failure)
         return self.gate.sign(verified, request.scope, response)
+
+    async def _admitted_body(self, request: Request, ctx: RequestContext,
+                             generation: Any) -> tuple[bytes, VerifiedKey | None]:
+        """The body and the key that signed it, once the caller is admitted. With signing on,
+        the body is read first (the signature covers it); otherwise after authentication."""
+        limit = generation.settings.proxy.max_body_bytes
+        raw = await read_capped(request, limit) if self.gate.reads_body_first else None
+        verified = await self.gate.admit(request, raw or b"", generation.pipeline, ctx)
+        if raw is None:
+            raw = await read_capped(request, limit)
+        return raw, verified
 
     async def _handle(self, request: Request, ctx: RequestContext,
                       generation: Any) -> tuple[Response, VerifiedKey | None]:
