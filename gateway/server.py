@@ -13,7 +13,7 @@ import logging
 import math
 import signal
 import socket
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import uvicorn
@@ -82,17 +82,8 @@ async def serve(loaded: LoadedConfig, companions: Sequence[Server] = (),
         runtime.draining = True
         public.should_exit = True
 
-    background: set[asyncio.Task[Any]] = set()
-
-    def reload() -> None:
-        task = asyncio.ensure_future(reloader.reload("SIGHUP"))
-        background.add(task)
-        task.add_done_callback(background.discard)
-
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop)
-    loop.add_signal_handler(signal.SIGHUP, reload)
+    _reloading = handle_signals(loop, stop, reloader)  # held: keeps reload tasks alive
     others = [asyncio.ensure_future(s.serve()) for s in servers]
     watcher = asyncio.ensure_future(
         reloader.watch() if sock is None else observability.publish_in_flight())
@@ -108,6 +99,23 @@ async def serve(loaded: LoadedConfig, companions: Sequence[Server] = (),
             loop.remove_signal_handler(sig)
         await asyncio.to_thread(telemetry.stop, tracer_provider)
     log.info("stopped")
+
+
+def handle_signals(loop: asyncio.AbstractEventLoop, stop: Callable[[], None],
+                   reloader: Reloader) -> set[asyncio.Task[Any]]:
+    """SIGTERM and SIGINT call `stop`; SIGHUP reloads the config. Returns the set that keeps
+    reload tasks alive until they finish."""
+    background: set[asyncio.Task[Any]] = set()
+
+    def reload() -> None:
+        task = asyncio.ensure_future(reloader.reload("SIGHUP"))
+        background.add(task)
+        task.add_done_callback(background.discard)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    loop.add_signal_handler(signal.SIGHUP, reload)
+    return background
 
 
 def run(loaded: LoadedConfig, companions: Sequence[Server] = (),

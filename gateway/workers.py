@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
 
 from gateway.loader import LoadedConfig
 
@@ -139,7 +138,7 @@ async def supervise(loaded: LoadedConfig, count: int) -> None:
     from gateway.admin import create_admin_app
     from gateway.reload import Reloader
     from gateway.runtime import Runtime
-    from gateway.server import edge_options, listener
+    from gateway.server import edge_options, handle_signals, listener
 
     settings = loaded.settings
     sock = bind(settings.listen.host, settings.listen.port)
@@ -157,21 +156,12 @@ async def supervise(loaded: LoadedConfig, count: int) -> None:
     admin = listener(create_admin_app(runtime), settings.admin.host, settings.admin.port,
                      **edge_options(settings.admin))
     stopped = asyncio.Event()
-    background: set[asyncio.Task[Any]] = set()
-
     def stop() -> None:
         runtime.draining = True
         stopped.set()
 
-    def reload() -> None:
-        task = asyncio.ensure_future(reloader.reload("SIGHUP"))
-        background.add(task)
-        task.add_done_callback(background.discard)
-
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop)
-    loop.add_signal_handler(signal.SIGHUP, reload)
+    _reloading = handle_signals(loop, stop, reloader)  # held: keeps reload tasks alive
     workers.start()
     tasks = [asyncio.ensure_future(t) for t in (admin.serve(), workers.supervise(),
                                                 reloader.watch())]
