@@ -22,6 +22,7 @@ from gateway.headers import (
     nearest_forwarded,
     upstream_request_headers,
 )
+from gateway.integers import ascii_int
 from gateway.redirects import REWRITTEN_FIELDS, UpstreamOrigin, public_base, rewrite_field
 from gateway.upstream import Transport, UpstreamError, UpstreamResponse
 
@@ -216,10 +217,7 @@ async def _wait_for_disconnect(receive: Any) -> None:
 def _response_length(headers: list[tuple[bytes, bytes]]) -> int | None:
     for name, value in headers:
         if name.lower() == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
+            return ascii_int(value)
     return None
 
 

@@ -114,6 +114,9 @@ BAD_BEARERS = {
     "token kind of the wrong type": (lambda: K1.token(pdpp_token_kind=["owner"]),
                                      "invalid_token"),
     "issuer that is not a string": (lambda: K1.token(iss=["https://idp.test"]), "invalid_token"),
+    "exp as a numeric string": (lambda: K1.token(exp=str(int(time.time()) + 600)),
+                                "invalid_token"),
+    "iat as a boolean": (lambda: K1.token(iat=True), "invalid_token"),
     "details of the wrong shape": (lambda: K1.token(authorization_details=[{"type": ["x"]}],
                                                     pdpp_grant="x"), None),
 }

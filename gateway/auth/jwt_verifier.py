@@ -52,7 +52,21 @@ class JwtVerifier:
         return issuer, _decode(token, key, algorithm, issuer)
 
 
+_TIME_CLAIMS = ("exp", "nbf", "iat")
+
+
 def _decode(token: str, key: jwt.PyJWK, algorithm: str, issuer: Issuer) -> dict[str, Any]:
+    claims = _verified_claims(token, key, algorithm, issuer)
+    # RFC 7519 §2 makes these NumericDate values; PyJWT also takes "123" and leaves it a string.
+    for name in _TIME_CLAIMS:
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise InvalidToken(f"The token's {name} claim is not a number.")
+    return claims
+
+
+def _verified_claims(token: str, key: jwt.PyJWK, algorithm: str,
+                     issuer: Issuer) -> dict[str, Any]:
     try:
         return jwt.decode(
             token, key.key, algorithms=[algorithm], audience=issuer.audiences,

@@ -5,6 +5,7 @@ permissive than it."""
 
 from __future__ import annotations
 
+from gateway.integers import ascii_int
 from gateway.ratelimit.config import Headers
 from gateway.ratelimit.limiter import Quota
 
@@ -54,8 +55,5 @@ def _merge_ietf(headers: RawHeaders, quotas: list[Quota], nearest: Quota) -> Raw
 def _int_field(headers: RawHeaders, name: bytes) -> int | None:
     for key, value in headers:
         if key.lower() == name:
-            try:
-                return int(value)
-            except ValueError:
-                return None
+            return ascii_int(value)
     return None

@@ -9,6 +9,7 @@ from starlette.requests import Request
 
 from gateway.bodies import read_capped
 from gateway.errors import GatewayError
+from gateway.integers import ascii_int
 from gateway.surfaces.aidip.config import Aidip
 from gateway.surfaces.aidip.render import invalid_input
 from gateway.surfaces.aidip.search import LIST_FILTERS, TEXT_FILTERS, Filters
@@ -67,8 +68,8 @@ def filters_from_query(request: Request) -> Filters:
 def top_from(raw: Any, settings: Aidip) -> int:
     if raw is None:
         return settings.default_top
-    if isinstance(raw, str) and raw.isdigit():
-        raw = int(raw)
+    if isinstance(raw, str):
+        raw = ascii_int(raw)
     if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= settings.max_top:
         raise invalid_input(f"Field 'top' must be an integer from 1 to {settings.max_top}.",
                             [{"field": "top", "problem": f"expected 1 to {settings.max_top}"}])

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.integers import ascii_int
 from gateway.surfaces.pdpp.filters import Filter, parse_filter
 
 RECORDS_MAX_LIMIT = 100
@@ -66,13 +67,14 @@ def limit(params: Params, default: int, maximum: int) -> int:
     raw = params.get("limit")
     if raw is None:
         return default
-    if not raw.isdigit() or int(raw) < 1:
+    value = ascii_int(raw)
+    if value is None or value < 1:
         raise invalid("limit must be a positive integer.", "limit")
-    if int(raw) > maximum:
+    if value > maximum:
         params.warnings.append({"code": "limit_clamped",
                                 "message": f"limit was clamped to {maximum}."})
         return maximum
-    return int(raw)
+    return value
 
 
 def order(params: Params) -> str:
