@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -119,11 +121,17 @@ class GatewayApp:
         )
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
+        lag: asyncio.Task[None] | None = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                lag = asyncio.ensure_future(observability.measure_event_loop_lag())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if lag is not None:
+                    lag.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await lag
                 await self.runtime.aclose()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

@@ -88,6 +88,12 @@ TRACE_SPANS_DROPPED = Counter(
     "aigw_trace_spans_dropped_total", "Spans dropped because the export queue was full.",
 )
 
+EVENT_LOOP_LAG = Histogram(
+    "aigw_event_loop_lag_seconds",
+    "How late the event loop ran a tick due every 0.1 s: how long other work held the loop.",
+    buckets=_BUCKETS,
+)
+
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
@@ -141,6 +147,17 @@ async def publish_in_flight(interval: float = 1.0) -> None:
         if _in_flight:
             IN_FLIGHT.set(_in_flight[0]())
         await asyncio.sleep(interval)
+
+
+async def measure_event_loop_lag(interval: float = 0.1) -> None:
+    """Observe, every `interval`, how much later than asked the loop woke this task. Anything
+    that blocks the loop (CPU work, blocking I/O) delays every request of the process alike;
+    this shows it. Each process serving requests runs one (see the app's lifespan)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + interval
+        await asyncio.sleep(interval)
+        EVENT_LOOP_LAG.observe(max(0.0, loop.time() - due))
 
 
 def access_record(ctx: RequestContext, elapsed: float) -> dict[str, Any]:
