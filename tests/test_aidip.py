@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -413,3 +414,215 @@ def test_a_redis_outage_fails_closed(backend, echo, gateway_factory):
     assert_error(call(gateway, "GET", "/agents"), 503, "RegistryUnavailable")
     assert_error(call(gateway, "POST", "/agents", "alice-key",
                       registration(echo + "/echo/x")), 503, "RegistryUnavailable")
+
+
+# --------------------------------------------------------------------------- registered schemas
+
+
+@pytest.fixture
+def counting_server() -> Iterator[tuple[str, list[str]]]:
+    """An HTTP server on loopback that counts what reaches it (the SSRF target)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"type": "object"}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}", hits
+    server.shutdown()
+    server.server_close()
+
+
+def with_inputs(echo: str, inputs: Any, **operation: Any) -> dict:
+    body = registration(echo + "/echo/schema", id=f"s-{uuid.uuid4().hex[:12]}")
+    body["operations"] = [{**body["operations"][0], "inputs": inputs, **operation}]
+    return body
+
+
+def refused_schema(gateway: Gateway, body: dict) -> dict[str, str]:
+    """The one field problem of a registration refused for its schema."""
+    error = assert_error(call(gateway, "POST", "/agents", "alice-key", body), 400,
+                         "InvalidInput")
+    [problem] = error["details"]["fields"]
+    return problem
+
+
+def test_a_remote_ref_is_refused_at_registration_and_never_fetched(
+        gateway: Gateway, echo: str, counting_server: tuple[str, list[str]]):
+    target, hits = counting_server
+    for inputs in ({"$ref": f"{target}/internal"},
+                   {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": f"{target}/via-defs"}}},
+                   {"$id": f"{target}/base", "$ref": "relative"},
+                   {"type": "object", "properties": {"x": {"$ref": f"{target}/deep#/a"}}}):
+        problem = refused_schema(gateway, with_inputs(echo, inputs))
+        assert problem["field"] == "operations[0].inputs"
+        assert "only references inside the schema" in problem["problem"]
+    top = registration(echo + "/echo/top", inputs={"$ref": f"{target}/top"}, outputs={})
+    del top["operations"]
+    assert refused_schema(gateway, top)["field"] == "inputs"
+    assert hits == []
+
+
+@pytest.mark.parametrize(("inputs", "where", "says"), [
+    ({"$ref": "#"}, "", "loops back"),
+    ({"anyOf": [{"$ref": "#/$defs/a"}], "$defs": {"a": {"not": {"$ref": "#"}}}}, "/$defs/a/not",
+     "loops back"),
+    ({"type": "object", "properties": {"text": {"type": "string", "pattern": "(("}}},
+     "/properties/text/pattern", "pattern '((' is refused"),
+    ({"type": "string", "pattern": "(a)\\1"}, "/pattern", "refused (invalid escape"),
+    ({"type": "object", "patternProperties": {"(?<=x)y": {}}}, "/patternProperties",
+     "pattern '(?<=x)y' is refused"),
+    ({"type": "nonsense"}, "/type", "not valid JSON Schema 2020-12"),
+    ({"$ref": "#/nowhere"}, "/$ref", "points to nothing"),
+    ({"$dynamicRef": "#meta"}, "/$dynamicRef", "not supported"),
+    ({"$schema": "http://json-schema.org/draft-04/schema#"}, "/$schema", "2020-12"),
+    ({"$ref": "#/$defs/d0", "$defs": {  # 2^20 subschemas for one value
+        **{f"d{i}": {"allOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(20)},
+        "d20": {"type": "object"}}}, "/$defs/d", "more than 512 subschemas"),
+])
+def test_schemas_that_would_fail_at_invoke_are_refused_at_registration(
+        gateway: Gateway, echo: str, inputs: dict, where: str, says: str):
+    problem = refused_schema(gateway, with_inputs(echo, inputs))
+    assert problem["field"] == "operations[0].inputs"
+    assert problem["problem"].startswith(f"{where}") and says in problem["problem"], problem
+
+
+def nested(levels: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def test_deep_and_top_level_schemas_are_refused_at_registration_not_at_invoke(
+        gateway: Gateway, echo: str):
+    error = assert_error(call(gateway, "POST", "/agents", "alice-key",
+                              with_inputs(echo, nested(260))), 400, "InvalidInput")
+    assert error["details"]["fields"] == [{"field": "(body)",
+                                           "problem": "too big: nested deeper than 35 levels"}]
+    top = registration(echo + "/echo/top", inputs={"type": "nonsense"}, outputs={})
+    del top["operations"]
+    problem = refused_schema(gateway, top)
+    assert problem["field"] == "inputs" and "/type" in problem["problem"]
+    assert call(gateway, "POST", "/agents", "alice-key",
+                with_inputs(echo, nested(15))).status_code == 201
+
+
+def register_inputs(gateway: Gateway, echo: str, inputs: dict, **operation: Any) -> str:
+    response = call(gateway, "POST", "/agents", "alice-key",
+                    with_inputs(echo, inputs, **operation))
+    assert response.status_code == 201, response.text
+    return f"/agents/{response.json()['id']}/invoke"
+
+
+def timed_call(gateway: Gateway, path: str, body: Any) -> tuple[httpx.Response, float]:
+    started = time.perf_counter()
+    response = call(gateway, "POST", path, None, body)
+    return response, time.perf_counter() - started
+
+
+BACKTRACKING = {"type": "object", "properties": {"text": {"type": "string",
+                                                           "pattern": "^(a+)+$"}}}
+
+
+def test_a_backtracking_pattern_runs_in_linear_time(gateway: Gateway, echo: str):
+    path = register_inputs(gateway, echo, BACKTRACKING)
+    for text in ("a" * 28 + "!", "a" * 200_000 + "!"):  # Python's re: 2^28 steps, then never
+        response, elapsed = timed_call(gateway, path, {"text": text})
+        error = assert_error(response, 400, "InvalidInput")
+        assert error["details"]["fields"][0]["field"] == "text"
+        assert elapsed < 1.0, elapsed
+    response, _ = timed_call(gateway, path, {"text": "a" * 1000})
+    assert response.status_code == 200, response.text
+
+
+def test_unique_items_over_big_arrays_is_bounded(gateway: Gateway, echo: str):
+    path = register_inputs(gateway, echo, {"type": "object", "properties": {
+        "items": {"type": "array", "uniqueItems": True}}})
+    distinct = [{"id": i, "tags": [str(i)]} for i in range(10_000)]  # pairwise: 50 million
+    response, elapsed = timed_call(gateway, path, {"items": distinct})
+    assert response.status_code == 200 and elapsed < 2.0, (response.text, elapsed)
+    twice = [*distinct[:-1], {"tags": ["9"], "id": 9.0}]  # equal to item 9
+    response, elapsed = timed_call(gateway, path, {"items": twice})
+    error = assert_error(response, 400, "InvalidInput")
+    assert error["details"]["fields"] == [{"field": "items",
+                                           "problem": "uniqueItems: has non-unique elements"}]
+    assert elapsed < 2.0, elapsed
+    error = assert_error(call(gateway, "POST", path, None, {"items": list(range(10_001))}),
+                         400, "InvalidInput")
+    assert error["details"]["fields"] == [
+        {"field": "items", "problem": "uniqueItems: more than 10000 items to compare"}]
+
+
+# 2^depth evaluations of `allOf` for an input `depth` levels deep: only the budget stops it.
+FAN_OUT = {"type": "object", "allOf": [{"$ref": "#/$defs/step"}, {"$ref": "#/$defs/step"}],
+           "$defs": {"step": {"properties": {"a": {"$ref": "#"}}}}}
+
+
+def chain(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_an_input_too_costly_to_check_is_refused_within_the_budget(gateway: Gateway,
+                                                                    echo: str):
+    path = register_inputs(gateway, echo, FAN_OUT)
+    assert call(gateway, "POST", path, None, chain(5)).status_code == 200
+    response, elapsed = timed_call(gateway, path, chain(40))
+    error = assert_error(response, 400, "InvalidInput")
+    assert error["details"]["fields"] == [{"field": "(body)",
+                                           "problem": "too costly to check against the schema"}]
+    assert elapsed < 3.0, elapsed
+    response, _ = timed_call(gateway, path, chain(500))  # deeper than the gateway checks
+    assert assert_error(response, 400, "InvalidInput")["details"]["fields"][0]["problem"] == \
+        "nested deeper than 64 levels"
+
+
+def test_hostile_schemas_and_inputs_never_hold_up_other_requests(gateway: Gateway, echo: str):
+    """While other clients send costly inputs and register big schemas, discovery on the same
+    gateway process answers in under 100 ms, and /metrics shows how late the loop ran."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import orjson
+
+    big = with_inputs(echo, {"type": "object", "properties": {
+        f"p{i}": {"type": "string", "maxLength": 9} for i in range(1200)}})
+    # (path, key, body), encoded beforehand: this process's own work must not skew the timing
+    attacks = [(register_inputs(gateway, echo, FAN_OUT), None, orjson.dumps(chain(40))),
+               (register_inputs(gateway, echo, BACKTRACKING), None,
+                orjson.dumps({"text": "a" * 30 + "!"})),
+               ("/agents", "alice-key", orjson.dumps({**big, "id": f"big-{uuid.uuid4().hex}"}))]
+
+    def attack(index: int) -> int:
+        path, key, body = attacks[index % 3]
+        headers = {"content-type": "application/json", **({"x-api-key": key} if key else {})}
+        return httpx.post(gateway.url + path, content=body, headers=headers, timeout=15
+                          ).status_code
+
+    with ThreadPoolExecutor(3) as pool, httpx.Client(base_url=gateway.url) as client:
+        client.get("/.well-known/ai")
+        running = [pool.submit(attack, index) for index in range(9)]
+        waits = []
+        while not all(attack.done() for attack in running) or len(waits) < 20:
+            started = time.perf_counter()
+            assert client.get("/.well-known/ai").status_code == 200
+            waits.append(time.perf_counter() - started)
+            time.sleep(0.02)
+        statuses = sorted(attack.result() for attack in running)
+    assert statuses == [200] * 2 + [201] + [400] * 6, statuses  # the same id thrice: 201, 200
+    assert max(waits) < 0.1, sorted(waits)[-5:]
+    assert gateway.metric("aigw_event_loop_lag_seconds_count") > 0

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 from gateway.paths import matches_prefix
 from gateway.settings import Settings
 from gateway.surfaces.aidip.config import Aidip
+from gateway.untrusted_schema import SchemaRefused, compiled
 
 Problem = tuple[str, str]
 
@@ -40,10 +38,10 @@ def _agent_problems(settings: Settings, aidip: Aidip) -> list[Problem]:
                 problems.append((f"{where}.name", "duplicate operation name"))
             names.add(operation.name)
             for part in ("inputs", "outputs"):
-                try:
-                    Draft202012Validator.check_schema(getattr(operation, part))
-                except SchemaError as exc:
-                    problems.append((f"{where}.{part}", f"not a JSON Schema: {exc.message}"))
+                try:  # the rules registered schemas meet: no fetching, bounded work
+                    compiled(getattr(operation, part))
+                except SchemaRefused as exc:
+                    problems.append((f"{where}.{part}", f"schema refused: {exc}"))
     return problems
 
 

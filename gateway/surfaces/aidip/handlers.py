@@ -116,7 +116,7 @@ class AidipService:
         owner = self._registrant(ctx.principal)
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         agent_id = body.get("id") if isinstance(body, dict) else None
-        record = self._record(body, agent_id or str(uuid.uuid4()), owner)
+        record = await self._record(body, agent_id or str(uuid.uuid4()), owner)
         existing = await self.catalog.lookup(record["metadata"]["id"])
         if existing is not None:
             if not self.catalog.may_change(existing, ctx.principal):
@@ -136,7 +136,7 @@ class AidipService:
         if isinstance(body, dict) and body.get("id", agent.id) != agent.id:
             raise invalid_input("Field 'id' differs from the agent in the path.",
                                 [{"field": "id", "problem": "differs from the path"}])
-        record = self._record(body, agent.id, agent.owner or "")
+        record = await self._record(body, agent.id, agent.owner or "")
         return await self._store(record, ctx.principal, created_status=200)
 
     async def delete(self, request: Request) -> Response:
@@ -160,9 +160,9 @@ class AidipService:
                                "scope.", {"scope": self.settings.register_scope})
         return owner
 
-    def _record(self, body: Any, agent_id: str, owner: str) -> dict[str, Any]:
+    async def _record(self, body: Any, agent_id: str, owner: str) -> dict[str, Any]:
         """The record to store, or `InvalidInput` naming every invalid field."""
-        found = metadata.problems(body)
+        found = await metadata.problems(body)
         if isinstance(body, dict):
             found += self._endpoint_problems(body)
             if agent_id in _RESERVED_IDS:
@@ -211,7 +211,7 @@ class AidipService:
         operation = _operation(agent, request.path_params.get("operation"))
         generation = _generation(request)
         body = await json_body(request, generation.settings.proxy.max_body_bytes)
-        items = check_inputs(operation, body, self.settings.max_batch)
+        items = await check_inputs(operation, body, self.settings.max_batch)
         invoker = Invoker(generation, self.egress)
         outputs = await invoker.run(agent, operation, items, ctx,
                                     self.breakers.for_agent(agent.id),

@@ -6,6 +6,9 @@ transport (with its `add_headers` credentials); registered agents only through t
 client, with nothing but the body and a request id. Every upstream failure becomes one of the
 error objects of §5.2 with a generic message. A POST is retried once only when the operation
 is declared idempotent; each agent has a circuit breaker.
+
+Schema checks run in a schema thread within a budget (`gateway.untrusted_schema`): an input
+too big or too costly to check is 400 `InvalidInput`, never a blocked event loop.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from gateway.surfaces.aidip.catalog import Agent, Operation
 from gateway.surfaces.aidip.egress import Answer, EgressClient, EgressFailed, EgressRefused
 from gateway.surfaces.aidip.metadata import schema_problems
 from gateway.surfaces.aidip.render import fields_message, invalid_input
+from gateway.untrusted_schema import SchemaRefused, Unverifiable
 from gateway.upstream import UpstreamError
 
 log = logging.getLogger("aigw.aidip")
@@ -50,7 +54,7 @@ class AgentFailure(Exception):
                             "the request.")
 
 
-def check_inputs(operation: Operation, body: Any, max_batch: int) -> list[Any]:
+async def check_inputs(operation: Operation, body: Any, max_batch: int) -> list[Any]:
     """The inputs to send, one per call; `InvalidInput` naming each bad field."""
     if isinstance(body, list):
         if not operation.batch:
@@ -60,9 +64,17 @@ def check_inputs(operation: Operation, body: Any, max_batch: int) -> list[Any]:
         items = body
     else:
         items = [body]
+    try:
+        checked = await schema_problems(items, operation.inputs)
+    except Unverifiable as exc:
+        raise invalid_input(f"The input cannot be checked: {exc.problem}.",
+                            [{"field": "(body)", "problem": exc.problem}]) from None
+    except SchemaRefused as exc:  # stored before the gateway refused such schemas
+        log.warning("inputs schema refused", extra={"fields": {"problem": str(exc)}})
+        raise AgentFailure("invalid_schema").error() from None
     found = []
-    for index, item in enumerate(items):
-        for problem in schema_problems(item, operation.inputs):
+    for index, problems in enumerate(checked):
+        for problem in problems:
             field = problem["field"]
             if isinstance(body, list):
                 field = f"[{index}]" + ("" if field == "(body)" else f".{field}")
@@ -116,7 +128,7 @@ class Invoker:
                 answer = await self._call(agent, operation, body, ctx, credentials)
                 if answer.status in _RETRIABLE_STATUSES and attempt + 1 < attempts:
                     continue
-                return _output(answer, operation)
+                return await _output(answer, operation)
             except AgentFailure as failure:
                 if failure.kind not in ("connect", "timeout") or attempt + 1 == attempts:
                     raise
@@ -176,7 +188,7 @@ async def _read_capped(response: Any) -> bytes:
     return b"".join(chunks)
 
 
-def _output(answer: Answer, operation: Operation) -> Any:
+async def _output(answer: Answer, operation: Operation) -> Any:
     if answer.status == 503:
         raise AgentFailure("status_503")
     if answer.status >= 300 or answer.status < 200:
@@ -187,6 +199,10 @@ def _output(answer: Answer, operation: Operation) -> Any:
         document = orjson.loads(answer.body)
     except orjson.JSONDecodeError:
         raise AgentFailure("not_json") from None
-    if schema_problems(document, operation.outputs):
+    try:
+        problems = await schema_problems([document], operation.outputs)
+    except (Unverifiable, SchemaRefused):
+        raise AgentFailure("invalid_output") from None
+    if problems[0]:
         raise AgentFailure("invalid_output")
     return document

@@ -1,4 +1,10 @@
-"""Agent metadata (AIDIP §3) as a JSON Schema, and checks against it that name each field."""
+"""Agent metadata (AIDIP §3) as a JSON Schema, and checks against it that name each field.
+
+A registration carries JSON Schemas (`inputs`, `outputs`) that the gateway will run: they are
+compiled here, at registration, by `gateway.untrusted_schema` (in-document references only,
+RE2 patterns, bounded size and fan-out), so nothing a client registers is first found wrong
+at invoke. All of it runs in a schema thread, off the event loop.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,17 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+
+from gateway.surfaces.aidip.render import busy
+from gateway.untrusted_schema import (
+    DEFAULT_LIMITS,
+    Overloaded,
+    SchemaRefused,
+    compiled,
+    off_loop,
+    shape_problem,
+    validate,
+)
 
 _STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100},
             "maxItems": 50, "uniqueItems": True}
@@ -63,18 +80,41 @@ IMPLIED_OPERATION = "default"
 _VALIDATOR = Draft202012Validator(AGENT_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
-def problems(document: Any) -> list[dict[str, str]]:
-    """Each problem as {field, problem}, in a stable order; empty when the document is valid."""
+# `operations[i].inputs` sits three levels below the document's top.
+_MAX_DOCUMENT_DEPTH = DEFAULT_LIMITS.max_depth + 3
+_MAX_DOCUMENT_VALUES = 10_000
+
+
+async def problems(document: Any) -> list[dict[str, str]]:
+    """Each problem as {field, problem}, in a stable order; empty when the document is valid.
+    Its schemas are compiled (and kept for invoke) in a schema thread."""
+    try:
+        return await off_loop(lambda: _problems(document), DEFAULT_LIMITS.wait)
+    except Overloaded:
+        raise busy() from None
+
+
+async def schema_problems(instances: list[Any],
+                          schema: dict[str, Any]) -> list[list[dict[str, str]]]:
+    """Instances checked against an operation's `inputs` or `outputs` schema, with one budget,
+    in a schema thread. Raises `SchemaRefused` (a schema stored before it would be refused),
+    `Unverifiable` (past the limits) or a 503 when no thread is free in time."""
+    try:
+        found = await validate(schema, instances)
+    except Overloaded:
+        raise busy() from None
+    return [sorted((_problem(error) for error in errors), key=lambda p: (p["field"], p["problem"]))
+            for errors in found]
+
+
+def _problems(document: Any) -> list[dict[str, str]]:
+    too_big = shape_problem(document, _MAX_DOCUMENT_DEPTH, _MAX_DOCUMENT_VALUES)
+    if too_big is not None:
+        return [{"field": "(body)", "problem": f"too big: {too_big}"}]
     found = [_problem(error) for error in _VALIDATOR.iter_errors(document)]
     if isinstance(document, dict):
         found += _operation_problems(document.get("operations"))
-    return sorted(found, key=lambda p: (p["field"], p["problem"]))
-
-
-def schema_problems(instance: Any, schema: dict[str, Any]) -> list[dict[str, str]]:
-    """An instance checked against an operation's `inputs` or `outputs` schema."""
-    validator = Draft202012Validator(schema)
-    found = [_problem(error) for error in validator.iter_errors(instance)]
+        found += _schemas_problems(document, "")
     return sorted(found, key=lambda p: (p["field"], p["problem"]))
 
 
@@ -99,20 +139,22 @@ def _operation_problems(operations: Any) -> list[dict[str, str]]:
         if name in seen:
             found.append({"field": f"operations[{index}].name", "problem": "duplicate name"})
         seen.add(name)
-        for part in ("inputs", "outputs"):
-            schema = operation.get(part)
-            if isinstance(schema, dict) and not _is_schema(schema):
-                found.append({"field": f"operations[{index}].{part}",
-                              "problem": "not a valid JSON Schema"})
+        found += _schemas_problems(operation, f"operations[{index}].")
     return found
 
 
-def _is_schema(schema: dict[str, Any]) -> bool:
-    try:
-        Draft202012Validator.check_schema(schema)
-    except Exception:
-        return False
-    return True
+def _schemas_problems(holder: dict[str, Any], prefix: str) -> list[dict[str, str]]:
+    found = []
+    for part in ("inputs", "outputs"):
+        schema = holder.get(part)
+        if not isinstance(schema, dict):
+            continue  # the metadata schema says what is wrong
+        try:
+            compiled(schema)
+        except SchemaRefused as refused:
+            where = f"{refused.where}: " if refused.where else ""
+            found.append({"field": f"{prefix}{part}", "problem": f"{where}{refused.problem}"})
+    return found
 
 
 def _problem(error: ValidationError) -> dict[str, str]:
@@ -134,6 +176,8 @@ def _short(error: ValidationError) -> str:
         return f"expected {error.validator} {expected}"[:200]
     if error.validator == "additionalProperties":
         return "unexpected field"
+    if error.validator == "uniqueItems":  # the gateway's own message, without the items
+        return f"uniqueItems: {error.message}"
     return error.validator if isinstance(error.validator, str) else "invalid"
 
 

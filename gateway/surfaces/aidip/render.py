@@ -62,3 +62,9 @@ def fields_message(fields: list[dict[str, str]]) -> str:
     listed = ", ".join(f"'{f['field']}' ({f['problem']})" for f in fields[:5])
     more = f" and {len(fields) - 5} more" if len(fields) > 5 else ""
     return f"Invalid fields: {listed}{more}."
+
+
+def busy() -> GatewayError:
+    """Schema checks are queued past their wait: the gateway, not the request, is the limit."""
+    return GatewayError(503, "ServiceUnavailable", "The gateway is busy; try again shortly.",
+                        headers=(("retry-after", "1"),))
