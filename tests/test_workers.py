@@ -64,6 +64,10 @@ def test_two_workers_serve_one_listener_and_metrics_add_up(two_workers: Gateway)
     after = two_workers.metric("aigw_requests_total", surface="passthrough", method="GET",
                                status="200")
     assert after - before == 30  # one /metrics on the admin listener, summed over workers
+    # each worker times its own event loop, ten ticks a second; the supervisor sums them
+    ticks = two_workers.metric("aigw_event_loop_lag_seconds_count")
+    time.sleep(2)
+    assert two_workers.metric("aigw_event_loop_lag_seconds_count") - ticks > 25  # one: 20
 
 
 def test_a_dead_worker_is_replaced(two_workers: Gateway):
