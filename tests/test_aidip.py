@@ -508,10 +508,14 @@ def nested(levels: int) -> dict:
 
 def test_deep_and_top_level_schemas_are_refused_at_registration_not_at_invoke(
         gateway: Gateway, echo: str):
-    error = assert_error(call(gateway, "POST", "/agents", "alice-key",
-                              with_inputs(echo, nested(260))), 400, "InvalidInput")
-    assert error["details"]["fields"] == [{"field": "(body)",
-                                           "problem": "too big: nested deeper than 35 levels"}]
+    deep_top = registration(echo + "/echo/top", inputs=nested(260), outputs={})
+    del deep_top["operations"]
+    deep_example = with_inputs(echo, {"type": "object"}, examples=[{"input": nested(260)}])
+    for body in (with_inputs(echo, nested(260)), deep_top, deep_example):
+        error = assert_error(call(gateway, "POST", "/agents", "alice-key", body), 400,
+                             "InvalidInput")
+        assert error["details"]["fields"] == [
+            {"field": "(body)", "problem": "too big: nested deeper than 35 levels"}]
     top = registration(echo + "/echo/top", inputs={"type": "nonsense"}, outputs={})
     del top["operations"]
     problem = refused_schema(gateway, top)

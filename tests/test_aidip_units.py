@@ -191,3 +191,25 @@ def test_equal_scores_are_ordered_by_id():
     order = [agent.id for agent, _ in ranked(AGENTS, "image tagger")]
     assert order == ["twin-a", "twin-b"]
     assert ranked(AGENTS, "image classification")[0][0].id == "twin-a"
+
+
+@pytest.mark.parametrize(("inputs", "says"), [
+    ({"$ref": "http://127.0.0.1:9/internal"}, "only references inside the schema"),
+    ({"$ref": "#"}, "loops back"),
+    ({"type": "string", "pattern": "(a)\\1"}, "refused (invalid escape sequence)"),
+])
+def test_configured_schemas_meet_the_rules_registered_ones_do(tmp_path, inputs, says):
+    import yaml
+    from aidip_config import aidip_gateway_config, echo_operation
+
+    from gateway.loader import ConfigError, load_config
+
+    config = aidip_gateway_config("http://127.0.0.1:1", "http://127.0.0.1:2")
+    config["aidip"]["agents"]["echoer"]["operations"] = [
+        echo_operation("echo", "/echo/run", inputs=inputs)]
+    file = tmp_path / "gateway.yaml"
+    file.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError) as caught:
+        load_config(file, env={})
+    [issue] = caught.value.issues
+    assert issue.path == "aidip.agents.echoer.operations[0].inputs" and says in issue.message
