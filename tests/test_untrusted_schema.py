@@ -203,6 +203,25 @@ def test_patterns_run_in_linear_time(schema):
     assert found in (["pattern"], ["anyOf"], [], ["additionalProperties"])
 
 
+def test_a_search_is_paid_for_before_it_runs():
+    """RE2 is linear, but a big program over a long string still takes seconds, in one call
+    nothing can interrupt: it is charged its worst case up front."""
+    checker = compile_schema({"pattern": "(a|b)*a(a|b){200}c"})  # 207 instructions
+    text = "ab" * 1_000_000
+    started = time.perf_counter()
+    with pytest.raises(BudgetExceeded):
+        checker.errors(text, budget(steps=20_000))  # charged 41,400 steps
+    assert time.perf_counter() - started < 0.2
+    assert [e.validator for e in checker.errors(text[:20_000], budget(steps=20_000))] == \
+        ["pattern"]
+
+
+def test_the_patterns_of_a_schema_are_bounded_in_size():
+    many = {"properties": {f"p{i}": {"pattern": "x{1000}"} for i in range(60)}}
+    assert "more than 50000 RE2 instructions" in refusal(many).problem
+    assert "pattern too large" in refusal({"pattern": "\\pL{1000}"}).problem
+
+
 @pytest.mark.parametrize(("items", "unique"), [
     ([1, 1.0], False),
     ([1, True], True),

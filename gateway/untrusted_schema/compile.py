@@ -29,6 +29,7 @@ from gateway.untrusted_schema.keywords import (
     Budget,
     BudgetExceeded,
     Unverifiable,
+    program_size,
     regex_problem,
 )
 from gateway.untrusted_schema.metaschema import METASCHEMA, without_dialect
@@ -41,6 +42,7 @@ class Limits:
     max_values: int = 5000  # JSON values in the schema
     max_expansion: int = 512  # subschemas one input value meets in place ($ref, allOf, ...)
     max_chain: int = 32  # of those, one after another ($ref hops)
+    max_pattern_instructions: int = 50_000  # RE2 program sizes of all its patterns together
     max_unique_items: int = 10_000  # longest array `uniqueItems` compares
     max_input_depth: int = 64
     max_input_values: int = 200_000
@@ -108,6 +110,7 @@ def _compile(schema: Any, limits: Limits) -> CompiledSchema:
     if refused is not None:
         raise refused
     _check_unevaluated(graph)
+    _check_pattern_sizes(graph, limits.max_pattern_instructions)
     runnable = without_dialect(schema)  # 2020-12 by now; a `$schema` would change the class
     validator = BoundedValidator(runnable, registry=registry_of(runnable))
     return CompiledSchema(runnable, validator, limits)
@@ -144,6 +147,17 @@ def _check_unevaluated(graph: Subschemas) -> None:
                 raise SchemaRefused(graph.pointers[node_id], "unevaluatedProperties cannot be "
                                     "combined with patternProperties")
             stack.extend(graph.in_place[id(met)])
+
+
+def _check_pattern_sizes(graph: Subschemas, most: int) -> None:
+    total = 0
+    for node_id, node in graph.nodes.items():
+        patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+        patterns += list(node.get("patternProperties") or ())
+        total += sum(program_size(pattern) for pattern in patterns)
+        if total > most:
+            raise SchemaRefused(graph.pointers[node_id], "its patterns together compile to more "
+                                f"than {most} RE2 instructions")
 
 
 _CACHE: OrderedDict[tuple[bytes, Limits], CompiledSchema | tuple[str, str]] = OrderedDict()

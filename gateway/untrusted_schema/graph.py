@@ -62,9 +62,9 @@ class Subschemas:
             DRAFT202012.create_resource(schema))
         self.walk(schema, "")
 
-    def walk(self, start: Any, pointer: str) -> list[Any]:
-        """Visit `start` and what its keywords hold; returns the schemas newly seen."""
-        found, stack = [], [(start, pointer)]
+    def walk(self, start: Any, pointer: str) -> None:
+        """Visit `start` and what its keywords hold."""
+        stack = [(start, pointer)]
         while stack:
             node, where = stack.pop()
             if not isinstance(node, dict) or id(node) in self.pointers:
@@ -74,7 +74,6 @@ class Subschemas:
             self.nodes[id(node)] = node
             self.pointers[id(node)] = where
             self.in_place[id(node)] = []
-            found.append(node)
             self._check_identifiers(node, where)
             for child, child_where, in_place in _children(node, where):
                 if in_place:
@@ -84,7 +83,6 @@ class Subschemas:
                 target = self._resolve(node["$ref"], f"{where}/$ref")
                 self.in_place[id(node)].append(target)
                 self.targets.append((f"{where}/$ref", target))
-        return found
 
     def _check_identifiers(self, node: dict[str, Any], where: str) -> None:
         if "$dynamicRef" in node:

@@ -50,8 +50,8 @@ class Budget:
         self.max_unique_items = max_unique_items
         self._yielded = time.monotonic()
 
-    def spend(self) -> None:
-        self.steps -= 1
+    def spend(self, steps: int = 1) -> None:
+        self.steps -= steps
         now = time.monotonic()
         if self.steps < 0 or now > self.deadline:
             raise BudgetExceeded()
@@ -65,23 +65,40 @@ RUNNING: ContextVar[Budget] = ContextVar("aigw_schema_budget")
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is the client's, not a log line of ours
 _OPTIONS.never_capture = True  # JSON Schema only asks whether a pattern matches
+_OPTIONS.max_mem = 1 << 20  # program and DFA cache of one pattern (RE2's default: 8 MiB)
+# RE2's worst case (its NFA) costs a few nanoseconds per input character and instruction;
+# a search is charged one step (about what a keyword costs) per this many of those.
+_CHARACTER_INSTRUCTIONS_PER_STEP = 10_000
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=256)
 def regex(pattern: str) -> Any:
     """`pattern` compiled by RE2; raises `re2.error` for what RE2 cannot run (backreferences,
     lookaround) or a pattern past its memory limit."""
     return re2.compile(pattern, _OPTIONS)
 
 
+def _matches(pattern: str, text: str) -> bool:
+    """RE2 releases the GIL while it searches but cannot be stopped midway, so the search is
+    paid for up front, at its worst-case cost."""
+    compiled = regex(pattern)
+    RUNNING.get().spend(len(text) * compiled.programsize // _CHARACTER_INSTRUCTIONS_PER_STEP)
+    return compiled.search(text) is not None
+
+
 def regex_problem(pattern: str) -> str | None:
     try:
         regex(pattern)
-    except re2.error as exc:
+    except re2.error as exc:  # e.g. b"missing ): ((", b"pattern too large - compile failed"
         reason = exc.args[0] if exc.args else b""
         text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
         return text.split(":", 1)[0] or "not a regular expression"
     return None
+
+
+def program_size(pattern: str) -> int:
+    """RE2 instructions of a pattern that compiles: what matching it costs per character."""
+    return int(regex(pattern).programsize)
 
 
 REGEX_FORMAT = FormatChecker(formats=())
@@ -99,7 +116,7 @@ Check = Callable[[Any, Any, Any, dict[str, Any]], Iterator[ValidationError] | No
 
 def _pattern(validator: Any, pattern: str, instance: Any,
              schema: dict[str, Any]) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not regex(pattern).search(instance):
+    if validator.is_type(instance, "string") and not _matches(pattern, instance):
         yield ValidationError(f"does not match {pattern!r}")
 
 
@@ -108,9 +125,8 @@ def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in patterns.items():
-        compiled = regex(pattern)
         for name, value in instance.items():
-            if compiled.search(name):
+            if _matches(pattern, name):
                 yield from validator.descend(value, subschema, path=name, schema_path=pattern)
 
 
@@ -119,9 +135,9 @@ def _additional_properties(validator: Any, additional: Any, instance: Any,
     if not validator.is_type(instance, "object"):
         return
     declared = schema.get("properties", {})
-    patterns = [regex(pattern) for pattern in schema.get("patternProperties", {})]
+    patterns = schema.get("patternProperties", {})
     extras = [name for name in instance if name not in declared
-              and not any(compiled.search(name) for compiled in patterns)]
+              and not any(_matches(pattern, name) for pattern in patterns)]
     if validator.is_type(additional, "object"):
         for name in extras:
             yield from validator.descend(instance[name], additional, path=name)
