@@ -328,6 +328,16 @@ def test_unknown_paths_and_methods_answer_in_aidips_dialect(gateway: Gateway):
                  "NotFound")
 
 
+def test_405_allow_lists_every_method_served_at_the_path(gateway: Gateway):
+    """Each method has a route of its own; Allow names all of them, not the last one tried."""
+    item = call(gateway, "PATCH", "/agents/classifier")
+    assert_error(item, 405, "MethodNotAllowed")
+    assert item.headers["allow"] == "DELETE, GET, HEAD, PUT"
+    collection = call(gateway, "DELETE", "/agents")
+    assert_error(collection, 405, "MethodNotAllowed")
+    assert collection.headers["allow"] == "GET, HEAD, POST"
+
+
 # --------------------------------------------------------------------------- A2A cards
 
 
