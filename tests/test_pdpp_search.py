@@ -211,3 +211,25 @@ def test_stream_with_no_matchable_field_is_not_asked(backend, echo, gateway_fact
                          headers={"X-API-Key": SUBJECT_ONLY_KEY}, timeout=30)
     assert response.status_code == 200 and response.json()["data"] == []
     assert httpx.get(echo + "/recorded").json()[before:] == []
+
+
+@pytest.mark.parametrize("path,schema", SEARCHES)
+def test_emitted_at_of_a_hit_never_carries_an_ungranted_field(get, path, schema):
+    """Grant {messages: [id, subject]}: no hit's `emitted_at` is the hidden `sent_at`."""
+    stored = records(get, "messages")
+    page = get(f"{path}?q=payment%20card%20invoice%20password%20refund&limit=50",
+               key=SUBJECT_ONLY_KEY).json()
+    check(page, schema)
+    assert page["data"]
+    for result in page["data"]:
+        assert result["emitted_at"] != stored[result["record_key"]]["sent_at"]
+    granted = get(f"{path}?q=payment%20card%20invoice&streams[]=messages&limit=50",
+                  key=CLIENT_KEY).json()["data"]
+    assert granted and all(r["emitted_at"] == stored[r["record_key"]]["sent_at"]
+                           for r in granted)
+
+
+@pytest.mark.parametrize("path,schema", SEARCHES)
+@pytest.mark.parametrize("limit", ["²", "١٢", " 5"])
+def test_a_limit_that_is_not_ascii_digits_is_a_pdpp_400(get, path, schema, limit):
+    refused(get(path, params={"q": "card", "limit": limit}), param="limit")
