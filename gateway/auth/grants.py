@@ -76,12 +76,8 @@ def grant_from_detail(detail: Mapping[str, Any]) -> Grant:
     return Grant(_streams(detail.get("streams")), grant_id, expires_at)
 
 
-def grant_from_streams(streams: Any, grant_id: str | None = None) -> Grant:
-    """A PDPP-style `streams` array: [{name, fields, time_constraint?, resources?}, ...]."""
-    return Grant(_streams(streams), grant_id)
-
-
 def _streams(streams: Any) -> dict[str, StreamGrant]:
+    """A PDPP `streams` array: [{name, fields, time_constraint?, resources?}, ...]."""
     if not isinstance(streams, list):
         raise GrantError("The grant's streams must be a list.")
     found: dict[str, StreamGrant] = {}
