@@ -175,7 +175,7 @@ def test_resources_restrict_list_get_search_and_counts(gateway, everything):
     assert page["has_more"] is False and "next_cursor" not in page
     assert httpx.get(f"{gateway.url}/v1/streams/messages/records/{one}",
                      headers=headers).status_code == 200
-    for other in sorted(everything["messages"])[:3]:
+    for other in [key for key in sorted(everything["messages"]) if key != one][:3]:
         missing = httpx.get(f"{gateway.url}/v1/streams/messages/records/{other}",
                             headers=headers)
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
