@@ -58,10 +58,10 @@ class Script:
 
 
 def transport(url: str, *, read: float = 2.0, connect: float = 2.0,
-              max_connections: int = 10) -> H1Transport:
+              max_connections: int = 10, **settings: int) -> H1Transport:
     return H1Transport(Upstream.model_validate({
         "url": url, "transport": "httptools", "max_connections": max_connections,
-        "timeout": {"connect": connect, "read": read},
+        "timeout": {"connect": connect, "read": read}, **settings,
     }))
 
 
@@ -510,6 +510,22 @@ async def test_a_response_head_at_the_caps_passes():
         status, headers, _ = await fetch(client, script.url + "/")
         await client.aclose()
     assert status == 200 and len(headers) == 100
+
+
+async def test_the_caps_are_set_per_upstream():
+    extra = b"".join(b"x-f%d: %s\r\n" % (i, b"v" * 20) for i in range(120))  # 3 KB
+
+    async def handler(reader, writer):
+        await keep_answering(script, reader, writer, answer(b"ok", extra))
+
+    async with Script(handler) as script:
+        roomy = transport(script.url, max_response_headers=150)
+        strict = transport(script.url, max_response_headers=150, max_response_header_bytes=1024)
+        assert (await fetch(roomy, script.url + "/"))[0] == 200
+        with pytest.raises(UpstreamError):
+            await fetch(strict, script.url + "/")
+        await roomy.aclose()
+        await strict.aclose()
 
 
 def chunked_with_trailers(trailers: bytes) -> bytes:

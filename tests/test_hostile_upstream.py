@@ -29,18 +29,19 @@ def hostile(logs_dir: Path) -> Iterator[str]:
 def gateway(request: pytest.FixtureRequest, hostile: str,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     upstream = {"url": hostile, "transport": request.param, "max_connections": 1,
-                "timeout": {"connect": 1, "read": 3}}
+                "timeout": {"connect": 1, "read": 2}}
     started = Gateway({"upstreams": {"legacy": upstream}, "default_upstream": "legacy"},
                       tmp_path_factory.mktemp("hostile"))
     yield started
     started.stop()
 
 
-def assert_upstream_error(response: httpx.Response) -> None:
-    assert response.status_code == 502
+def assert_upstream_error(response: httpx.Response, status: int = 502,
+                          code: str = "upstream_error") -> None:
+    assert response.status_code == status
     assert response.headers["content-type"] == "application/json"
     error = response.json()["error"]
-    assert error["code"] == "upstream_error"
+    assert error["code"] == code
     assert error["request_id"] == response.headers["x-request-id"]
 
 
@@ -74,9 +75,11 @@ def test_a_response_head_within_the_caps_passes(gateway: Gateway):
 def test_endless_interim_responses_are_a_bounded_502(gateway: Gateway):
     started = time.monotonic()
     response = httpx.get(gateway.url + "/continue-forever", timeout=10)
-    assert response.status_code in (502, 504)
+    if gateway.config["upstreams"]["legacy"]["transport"] == "httptools":
+        assert_upstream_error(response)  # the eleventh interim response
+    else:  # aiohttp and httpx cannot count them: the head deadline (connect + read) ends it
+        assert_upstream_error(response, 504, "upstream_timeout")
     assert time.monotonic() - started < 5
-    assert response.json()["error"]["code"] in ("upstream_error", "upstream_timeout")
 
 
 def test_a_101_to_a_plain_get_is_a_502(gateway: Gateway):
