@@ -114,8 +114,10 @@ BAD_GRANTS: dict[str, list[dict[str, Any]]] = {
     "grant-time-without-field": [{"type": "pdpp_grant", "streams": [
         {"name": "messages", "fields": ["id", "subject"],
          "time_constraint": {"since": "2030-01-01T00:00:00Z"}}]}],
-    "grant-conflicting-details": [
-        {"type": "pdpp_grant", "streams": [{"name": "messages", "fields": ["id"]}]},
+    "grant-conflicting-details": [  # one stream under two time windows: which one holds?
+        {"type": "pdpp_grant", "streams": [
+            {"name": "messages", "fields": ["id"],
+             "time_constraint": {"field": "sent_at", "since": "2030-01-01T00:00:00Z"}}]},
         {"type": "pdpp_grant", "streams": [{"name": "messages", "fields": ["id", "body"]}]}],
 }
 
