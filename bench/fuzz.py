@@ -3,9 +3,10 @@
 Starts the demo (backend, token issuer, gateway: config/demo.yaml plus one private collection,
 so the visibility oracle has something to guard) with a recording proxy between the gateway
 and the backend. Sends schemathesis cases built from the OpenAPI document the gateway serves,
-as five callers, then hypothesis-built raw requests over a plain socket. Prints the counts of
-bench/fuzz_oracles.py, writes them to bench/results/fuzz-<UTC date>.txt, and exits 1 when any
-count but the first is not zero.
+as every caller, then hypothesis-built raw requests over a plain socket, then the attack
+classes of bench/fuzz_attacks.py (callers with unenforceable PDPP grants among them). Prints
+the counts of bench/fuzz_oracles.py, writes them to bench/results/fuzz-<UTC date>.txt, and
+exits 1 when any count but the first is not zero.
 
 Usage: .venv/bin/python bench/fuzz.py [--schema-examples N] [--raw-examples N]
 (generation is derandomized: the same code and config send the same requests)
@@ -30,13 +31,15 @@ from pathlib import Path
 import httpx
 import schemathesis
 import yaml
+from fuzz_attacks import BAD_GRANTS, attack_requests
 from fuzz_oracles import COUNTS, Caller, Exchange, Oracles
 from fuzz_raw import RawRequest, raw_requests, send
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
 from gateway.demo.keys import load_or_create_key
-from gateway.demo.tokens import mint_token
+from gateway.demo.tokens import mint_token, sign_claims, token_claims
 from gateway.loader import load_config
 
 BENCH = Path(__file__).resolve().parent
@@ -126,14 +129,24 @@ def callers(config: Path) -> list[Caller]:
                            client_id=subject, scopes=scopes, kind="client", grant=None, ttl=3600)
         return Caller(subject, {"Authorization": f"Bearer {token}"}, subject, frozenset(scopes))
 
+    def bad_grant(name: str) -> Caller:
+        claims = token_claims(issuer=issuer.url, audience=issuer.audience, subject=name,
+                              client_id=name, scopes=["messages:read"], kind="client",
+                              grant=None, ttl=3600)
+        claims["authorization_details"] = BAD_GRANTS[name]
+        token = sign_claims(key, claims)
+        return Caller(name, {"Authorization": f"Bearer {token}"}, name,
+                      frozenset({"messages:read"}), refused_grant=True)
+
     return [
         Caller("anonymous", {}),
         Caller("bad-token", {"Authorization": "Bearer not-a-token"}),
         Caller("api-key", {"X-API-Key": "demo-legacy-key"}, "legacy-reporting",
                frozenset({"articles:read"})),
-        jwt("demo-agent", ["articles:read", "messages:read", "tasks:run"]),
+        jwt("demo-agent", ["articles:read", "messages:read", "tasks:run", "agents:register"]),
         jwt("vector-partner", ["vectors:read"]),
         jwt("staff", ["staff:read", "articles:read"]),
+        *(bad_grant(name) for name in BAD_GRANTS),
     ]
 
 
@@ -169,12 +182,13 @@ def _run_cases(url: str, operation: schemathesis.APIOperation, mode: schemathesi
         call()
 
 
-def run_raw(port: int, people: list[Caller], examples: int, record: Callable) -> None:
+def run_raw(port: int, people: list[Caller], examples: int, record: Callable,
+            requests: st.SearchStrategy[RawRequest] | None = None) -> None:
     """Each generated request is sent once as every caller."""
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
-    @given(request=raw_requests())
+    @given(request=requests if requests is not None else raw_requests())
     def call(request: RawRequest) -> None:
         for caller in people:
             request_id = record.next_id()
@@ -183,7 +197,7 @@ def run_raw(port: int, people: list[Caller], examples: int, record: Callable) ->
             request_id = headers.get("x-request-id", request_id)
             record(Exchange(caller, request.method, request.target, request_id,
                             request.target.encode("latin-1") + request.body, status, headers,
-                            body))
+                            body, request.must_refuse))
 
     call()
 
@@ -213,7 +227,8 @@ def report(oracles: Oracles, started: float) -> str:
     labels = {"requests_sent": "requests sent", "server_errors": "5xx responses",
               "outside_envelope": "responses outside their surface's envelope",
               "not_for_caller": "responses with a field or record the caller may not see",
-              "unauthenticated_upstream": "unauthenticated requests that reached the upstream"}
+              "unauthenticated_upstream": "unauthenticated requests that reached the upstream",
+              "accepted_attacks": "attack requests the gateway honoured"}
     lines += [f"{labels[name]:<58} {counts[name]:>7}" for name in COUNTS]
     lines += [f"(refused by the listener before any app ran, in the gateway's dialect: "
               f"{counts['server_rejected']}; upstream requests recorded: "
@@ -230,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
                              "every caller")
     parser.add_argument("--raw-examples", type=int, default=1500,
                         help="raw requests, each sent as every caller")
+    parser.add_argument("--attack-examples", type=int, default=400,
+                        help="requests of the review's attack classes (bench/fuzz_attacks.py), "
+                             "each sent as every caller")
     opts = parser.parse_args(argv)
     started = time.monotonic()
     recorder = Recorder()
@@ -239,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
         run_schemathesis(url, people, opts.schema_examples, recorder)
         print(f"schemathesis: {len(recorder.exchanges)} requests, "
               f"{time.monotonic() - started:.0f} s", flush=True)
-        run_raw(int(url.rsplit(":", 1)[1]), people, opts.raw_examples, recorder)
+        port = int(url.rsplit(":", 1)[1])
+        run_raw(port, people, opts.raw_examples, recorder)
+        secret_file = REPO / "config" / "demo-aip-platform.secret"
+        run_raw(port, people, opts.attack_examples, recorder, attack_requests(secret_file))
         print(f"all: {len(recorder.exchanges)} requests, {time.monotonic() - started:.0f} s",
               flush=True)
         time.sleep(0.5)  # the recorder's last lines

@@ -8,6 +8,9 @@ gateway routes it (the same `PathOwners`), against the schemas of the served Ope
   `request_id` that is not the response's `X-Request-Id` (AIP may echo the body's instead).
 - `not_for_caller`: a private collection's name or description the caller may not read (and did
   not send itself), a `vector` no vector-return rule allows this caller, a leaked `embedding`.
+- `accepted_attacks`: a request of bench/fuzz_attacks.py that the gateway honoured (a hostile
+  schema registered, an integer in other digits or JSON nested too deep answered 2xx, a repeated
+  signing header let through), or a PDPP answer to a token whose grant cannot be enforced.
 - `unauthenticated_upstream`: the recorder saw a passthrough request whose route needs
   credentials (or scopes) the caller lacked, identity headers that are not the caller's, or the
   caller's credential itself.
@@ -22,6 +25,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import orjson
+from fuzz_attacks import refuses
 from jsonschema import Draft202012Validator
 
 from gateway import registry
@@ -32,7 +36,7 @@ from gateway.routing import PathOwners
 from gateway.surface import MountContext
 
 COUNTS = ("requests_sent", "server_errors", "outside_envelope", "not_for_caller",
-          "unauthenticated_upstream")
+          "unauthenticated_upstream", "accepted_attacks")
 # Refusals by the listener, before any ASGI app runs (gateway/edge.py): the gateway's own
 # dialect whatever the path, since no request (so no owner) exists yet.
 _LISTENER_CODES = {(400, "invalid_http"), (408, "request_timeout"),
@@ -54,6 +58,7 @@ class Caller:
     headers: dict[str, str]
     subject: str | None = None
     scopes: frozenset[str] = frozenset()
+    refused_grant: bool = False  # its PDPP grant cannot be enforced exactly: always refused
 
 
 @dataclass
@@ -66,6 +71,7 @@ class Exchange:
     status: int
     headers: dict[str, str]
     body: bytes
+    must_refuse: str = ""
 
 
 @dataclass
@@ -114,6 +120,9 @@ class Oracles:
                 f"{exchange.status} {exchange.body[:300]!r}"
         if exchange.status >= 500:
             self.findings.add("server_errors", label)
+        attack = self._accepted_attack(exchange, owner)
+        if attack:
+            self.findings.add("accepted_attacks", f"{attack}: {label}")
         from_upstream = owner == "passthrough" and exchange.request_id in upstream_ids \
             and exchange.status not in (502, 504)
         if self._listener_refusal(exchange):
@@ -126,6 +135,15 @@ class Oracles:
             leak = self._leak(exchange)
             if leak:
                 self.findings.add("not_for_caller", f"{leak}: {label}")
+
+    @staticmethod
+    def _accepted_attack(exchange: Exchange, owner: str) -> str | None:
+        if exchange.must_refuse and exchange.status < 500 \
+                and not refuses(exchange.status, exchange.body):
+            return exchange.must_refuse
+        if exchange.caller.refused_grant and owner == "pdpp" and 200 <= exchange.status < 300:
+            return "a grant that cannot be enforced was honoured"
+        return None
 
     @staticmethod
     def _listener_refusal(exchange: Exchange) -> bool:

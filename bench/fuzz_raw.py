@@ -52,6 +52,7 @@ class RawRequest:
     target: str
     headers: tuple[tuple[str, str], ...]
     body: bytes
+    must_refuse: str = ""  # why the gateway must refuse it (bench/fuzz_attacks.py)
 
 
 @st.composite

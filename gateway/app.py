@@ -152,8 +152,11 @@ async def _serve_document(document: Document, ctx: RequestContext, scope: Scope,
 
 async def _dispatch_surface(owner: Mount, generation: Generation, ctx: RequestContext,
                             scope: Scope, receive: Any, send: Any) -> None:
-    """Hand the request to the owner's matching route; its 404 or 405 when none matches."""
-    wrong_method = None
+    """Hand the request to the owner's matching route; its 404 or 405 when none matches.
+
+    A path may be served by several routes, one per method: the 405's `Allow` lists the
+    methods of every route whose path matched (RFC 9110 §15.5.6)."""
+    allowed_methods: set[str] = set()
     for route in owner.routes:
         match, child = route.matches(scope)
         if match is Match.FULL:
@@ -162,11 +165,11 @@ async def _dispatch_surface(owner: Mount, generation: Generation, ctx: RequestCo
             await _in_dialect(owner, route.handle, ctx, routed, receive, send)
             return
         if match is Match.PARTIAL:
-            wrong_method = route
-    if wrong_method is None:
+            allowed_methods.update(getattr(route, "methods", None) or ())
+    if not allowed_methods:
         error = errors.GatewayError(404, "not_found", "Nothing is served at this path.")
     else:
-        allowed = sorted(getattr(wrong_method, "methods", None) or ())
+        allowed = sorted(allowed_methods)
         error = errors.GatewayError(405, "method_not_allowed", f"Use {', '.join(allowed)} here.",
                                     {"allowed": allowed}, (("allow", ", ".join(allowed)),))
     await _answer_error(owner, error, ctx, scope, receive, send)

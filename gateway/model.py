@@ -37,12 +37,14 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class StreamGrant:
-    """Readable fields of one stream or collection (None: all) and an optional time window."""
+    """Readable fields of one stream or collection (None: all), an optional time window and
+    an optional list of the only records (by canonical key) it may read."""
 
     fields: frozenset[str] | None = None
     time_field: str | None = None
     since: str | None = None  # inclusive, ISO 8601
     until: str | None = None  # exclusive, ISO 8601
+    resources: frozenset[str] | None = None  # None: every record
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,7 @@ class Grant:
 
     streams: dict[str, StreamGrant] = field(default_factory=dict)
     grant_id: str | None = None
+    expires_at: str | None = None  # ISO 8601; None: the grant itself does not expire
 
     def for_stream(self, name: str) -> StreamGrant | None:
         return self.streams.get(name)

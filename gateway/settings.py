@@ -73,7 +73,10 @@ class AdminListener(Listener):
 
 class Timeouts(Strict):
     connect: Seconds = 5.0
-    read: Seconds = Field(30.0, description="Longest wait for response headers or a body chunk.")
+    read: Seconds = Field(
+        30.0, description="Longest wait for the response head (from the request's end, any "
+                          "1xx interim responses included) or for a body chunk."
+    )
 
 
 class Upstream(Strict):
@@ -85,6 +88,14 @@ class Upstream(Strict):
     )
     timeout: Timeouts = Timeouts()
     max_connections: Annotated[int, Field(ge=1, le=10000)] = 256
+    max_response_headers: Annotated[int, Field(ge=1, le=10000)] = Field(
+        100, description="Most header fields in one response head, its trailers counted in; "
+                         "more is a 502 and nothing of it is relayed."
+    )
+    max_response_header_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = Field(
+        60 * 1024, description="Most bytes of header names and values in one response head, "
+                               "its trailers counted in; more is a 502."
+    )
     preserve_host: bool = Field(False, description="Send the client's Host instead of the URL's.")
     add_headers: dict[HeaderName, str] = Field(
         {}, description="Sent on every upstream request, e.g. the gateway's own credentials."

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
-from aidip_config import SECRET, SECRET_HEADER, aidip_gateway_config, registration
-from processes import Gateway
+from aidip_config import SECRET, SECRET_HEADER, agent, aidip_gateway_config, registration
+from idp_helpers import AUDIENCE, ISSUER, FakeIdp, SigningKey
+from processes import ROOT, Gateway, Process, free_port, wait_for_http
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +78,41 @@ def test_registration_refuses_endpoints_outside_the_allow_list(gateway: Gateway,
         assert error["details"]["fields"][0]["field"] == "endpoint"
 
 
+@pytest.fixture(scope="module")
+def default_ports(backend: str, echo: str,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """Registered agents may be on agent.test and its subdomains, at the default port."""
+    egress = {"origins": [{"scheme": "http", "host": "agent.test"},
+                          {"scheme": "http", "host": "*.agent.test"}]}
+    started = Gateway(aidip_gateway_config(backend, echo, aidip={"egress": egress}),
+                      tmp_path_factory.mktemp("aidip-default-ports"))
+    yield started
+    started.stop()
+
+
+@pytest.mark.parametrize(("field", "url"), [
+    ("endpoint", "http://agent.test:0/x"),  # urlsplit reads port 0 as "the default port"
+    ("endpoint", "http://a\\b.agent.test/x"),
+    ("endpoint", "http://a%2fb.agent.test/x"),
+    ("endpoint", "http://agent.test/x\r\nX-Injected: 1"),  # urlsplit drops CR and LF
+    ("endpoint", "http://agent.te\tst/x"),
+    ("operations[0].endpoint", "http://agent.test:0/x"),
+    ("operations[0].endpoint", "http://agent.test/x\ny"),
+])
+def test_registration_refuses_urls_that_can_never_be_called(default_ports: Gateway, field: str,
+                                                            url: str):
+    body = registration("http://agent.test/ok")
+    if field == "endpoint":
+        body["endpoint"] = url
+    else:
+        body["operations"][0]["endpoint"] = url
+    error = assert_error(call(default_ports, "POST", "/agents", "alice-key", body), 400,
+                         "InvalidInput")
+    assert [f["field"] for f in error["details"]["fields"]] == [field]
+    assert call(default_ports, "POST", "/agents", "alice-key",
+                registration("http://b.agent.test/ok")).status_code == 201
+
+
 def test_registration_needs_credentials_and_the_scope(gateway: Gateway, echo: str):
     body = registration(echo + "/echo/agent")
     assert_error(call(gateway, "POST", "/agents", None, body), 401, "Unauthorized")
@@ -108,6 +148,59 @@ def test_update_and_delete_are_for_the_owner_or_an_admin(gateway: Gateway, echo:
     assert_error(call(gateway, "GET", path), 404, "NotFound")
 
 
+def test_a_taken_id_is_the_same_409_whether_or_not_you_may_see_its_agent(gateway: Gateway,
+                                                                         echo: str):
+    hidden = register(gateway, "alice-key", endpoint=echo + "/echo/h",
+                      allowed_clients=["partner"])
+    visible = register(gateway, "alice-key", endpoint=echo + "/echo/v")
+    assert_error(call(gateway, "GET", f"/agents/{hidden['id']}", "bob-key"), 404, "NotFound")
+    answers = []
+    for agent_id in (hidden["id"], visible["id"], "partner-only", "classifier"):
+        response = call(gateway, "POST", "/agents", "bob-key",
+                        registration(echo + "/echo/mine", id=agent_id))
+        error = assert_error(response, 409, "Conflict")
+        per_request = ("date", "x-request-id", "x-aigw-decision-id", "ratelimit-remaining",
+                       "ratelimit-reset", "ratelimit")  # ids and counters
+        headers = {name: None if name in per_request else value
+                   for name, value in response.headers.items()}
+        answers.append(({**error, "request_id": None}, headers))
+    assert all(answer == answers[0] for answer in answers)
+    assert call(gateway, "GET", f"/agents/{hidden['id']}", "alice-key").status_code == 200
+
+
+def test_a_client_id_never_owns_what_a_subject_of_the_same_name_registered(
+        backend, echo, gateway_factory, tmp_path):
+    key = SigningKey.ec("aidip")
+    port = free_port()
+    idp_process = Process([sys.executable, str(ROOT / "tests" / "fake_idp.py"), str(port)],
+                          tmp_path, "idp")
+    try:
+        idp = FakeIdp(f"http://127.0.0.1:{port}")
+        wait_for_http(idp.url + "/admin/stats", process=idp_process.popen)
+        idp.publish(key)
+        config = aidip_gateway_config(backend, echo)
+        config["auth"]["issuers"] = [{"issuer": ISSUER, "jwks_uri": idp.url + "/jwks",
+                                      "audiences": [AUDIENCE]}]
+        gateway = gateway_factory(config)
+        user = key.token(sub="alice", client_id="web", scope="agents:register")
+        client = key.token(sub=None, client_id="alice", scope="agents:register")
+
+        def as_(token: str, method: str, path: str, body: Any = None) -> httpx.Response:
+            return call(gateway, method, path, body=body, authorization=f"Bearer {token}")
+
+        for owner, other in ((user, client), (client, user)):
+            agent_id = f"t-{uuid.uuid4().hex[:12]}"
+            body = registration(echo + "/echo/typed", id=agent_id)
+            assert as_(owner, "POST", "/agents", body).status_code == 201
+            assert_error(as_(other, "POST", "/agents", body), 409, "Conflict")
+            assert_error(as_(other, "PUT", f"/agents/{agent_id}", body), 403, "Forbidden")
+            assert_error(as_(other, "DELETE", f"/agents/{agent_id}"), 403, "Forbidden")
+            assert as_(owner, "PUT", f"/agents/{agent_id}", body).status_code == 200
+            assert as_(owner, "DELETE", f"/agents/{agent_id}").status_code == 204
+    finally:
+        idp_process.stop()
+
+
 # --------------------------------------------------------------------------- discovery
 
 
@@ -129,6 +222,16 @@ def test_filters_combine_with_and_and_lists_mean_containment(gateway: Gateway):
     error = assert_error(call(gateway, "POST", "/agents/search", None,
                               {"filters": {"colour": "red"}}), 400, "InvalidInput")
     assert error["details"]["fields"][0]["field"] == "filters.colour"
+
+
+@pytest.mark.parametrize("top", ["\u00b2", "\u0661\u0662", "1_0", " 5", "0x5", "-1"])
+def test_a_top_that_is_not_plain_digits_is_invalid_input_not_a_500(gateway: Gateway, top: str):
+    listed = assert_error(call(gateway, "GET", f"/agents?top={quote(top)}"), 400,
+                          "InvalidInput")
+    searched = assert_error(call(gateway, "POST", "/agents/search", None, {"top": top}), 400,
+                            "InvalidInput")
+    assert listed["details"]["fields"][0]["field"] == searched["details"]["fields"][0]["field"] \
+        == "top"
 
 
 def test_entitlements_hide_restricted_agents_from_other_clients(gateway: Gateway):
@@ -319,6 +422,44 @@ def test_the_breaker_opens_after_failures_and_closes_after_a_good_call(
     assert call(gateway, "POST", path, None, {"text": "x"}).status_code == 200
 
 
+def test_an_agents_4xx_is_the_callers_error_and_never_opens_its_breaker(backend, echo,
+                                                                        gateway_factory):
+    config = aidip_gateway_config(backend, echo,
+                                  aidip={"breaker": {"failures": 2, "open_seconds": 60}})
+    config["aidip"]["agents"]["summarizer"] = agent(
+        "Summarizer", "Summarizes a help-centre article.", ["summarization"],
+        [{"name": "summarize", "description": "A summary of an article, by id.",
+          "upstream": "helpcentre", "path": "/api/v1/tasks/summarize",
+          "inputs": {"type": "object", "required": ["article_id"],
+                     "properties": {"article_id": {"type": "string",
+                                                   "pattern": "^art-[0-9]{4}$"}}},
+          "outputs": {"type": "object", "required": ["summary"]}}])
+    gateway = gateway_factory(config)
+    body = registration(echo + "/echo/fine", id="picky")
+    body["operations"] += [
+        {"name": name, "description": name, "inputs": {"type": "object"},
+         "outputs": {"type": "object"}, "endpoint": f"{echo}/status/{status}"}
+        for name, status in (("find", 404), ("check", 422), ("auth", 401))]
+    assert call(gateway, "POST", "/agents", "alice-key", body).status_code == 201
+    before = echo_count(echo)
+    for operation, status, code, times in (("find", 404, "NotFound", 5),
+                                           ("check", 422, "InvalidInput", 3),
+                                           ("auth", 403, "Forbidden", 1)):
+        for _ in range(times):
+            response = call(gateway, "POST", f"/agents/picky/invoke/{operation}", None, {})
+            error = assert_error(response, status, code)
+            assert "details" not in error and "status" not in response.text  # no agent body
+    assert echo_count(echo) == before + 9  # every call reached the agent: no open circuit
+    fine = call(gateway, "POST", "/agents/picky/invoke/translateText", None, {"text": "x"})
+    assert fine.status_code == 200, fine.text
+    summarize = "/agents/summarizer/invoke"
+    for _ in range(5):  # schema-valid, but the legacy backend knows no such article
+        assert_error(call(gateway, "POST", summarize, None, {"article_id": "art-9999"}), 404,
+                     "NotFound")
+    summary = call(gateway, "POST", summarize, None, {"article_id": "art-0001"})
+    assert summary.status_code == 200 and summary.json()["source_id"] == "art-0001"
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -327,6 +468,16 @@ def test_unknown_paths_and_methods_answer_in_aidips_dialect(gateway: Gateway):
     assert_error(call(gateway, "PATCH", "/agents/classifier"), 405, "MethodNotAllowed")
     assert_error(call(gateway, "POST", "/agents/classifier/invoke/nope", None, {}), 404,
                  "NotFound")
+
+
+def test_405_allow_lists_every_method_served_at_the_path(gateway: Gateway):
+    """Each method has a route of its own; Allow names all of them, not the last one tried."""
+    item = call(gateway, "PATCH", "/agents/classifier")
+    assert_error(item, 405, "MethodNotAllowed")
+    assert item.headers["allow"] == "DELETE, GET, HEAD, PUT"
+    collection = call(gateway, "DELETE", "/agents")
+    assert_error(collection, 405, "MethodNotAllowed")
+    assert collection.headers["allow"] == "GET, HEAD, POST"
 
 
 # --------------------------------------------------------------------------- A2A cards
@@ -404,6 +555,80 @@ def test_two_gateways_share_registrations_through_redis(backend, echo, gateway_f
         client = redis.Redis(host="127.0.0.1", port=6379, db=15)
         client.delete(f"{prefix}agents")
         client.close()
+
+
+@pytest.fixture
+def redis_registry() -> Iterator[dict[str, str]]:
+    """A registry section on the real Redis, under a key prefix of its own."""
+    import redis
+
+    prefix = f"aigw-test:{uuid.uuid4().hex}:"
+    yield {"redis_url": "redis://127.0.0.1:6379/15", "key_prefix": prefix}
+    client = redis.Redis(host="127.0.0.1", port=6379, db=15)
+    client.delete(f"{prefix}agents")
+    client.close()
+
+
+def stored_record(registry: dict[str, str], agent_id: str) -> dict:
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=6379, db=15)
+    try:
+        return json.loads(client.hget(f"{registry['key_prefix']}agents", agent_id))
+    finally:
+        client.close()
+
+
+async def test_owners_racing_to_register_one_id_leave_exactly_one_owner(
+        backend, echo, gateway_factory, redis_registry):
+    config = aidip_gateway_config(backend, echo, aidip={"registry": redis_registry})
+    first, second = gateway_factory(config), gateway_factory(config)
+    ids = [f"race-{uuid.uuid4().hex[:8]}" for _ in range(10)]
+
+    async def post(client: httpx.AsyncClient, gateway: Gateway, key: str,
+                   agent_id: str) -> tuple[str, str, int]:
+        response = await client.post(gateway.url + "/agents", headers={"x-api-key": key},
+                                     json=registration(echo + "/echo/race", id=agent_id))
+        return agent_id, key, response.status_code
+
+    async with httpx.AsyncClient(timeout=15) as client:
+        results = await asyncio.gather(*(
+            post(client, gateway, key, agent_id) for agent_id in ids for _ in range(3)
+            for gateway, key in ((first, "alice-key"), (second, "bob-key"))))
+    for agent_id in ids:
+        answers = [(key, status) for answered, key, status in results if answered == agent_id]
+        winners = [key for key, status in answers if status == 201]
+        assert len(winners) == 1, answers
+        winner = winners[0]
+        assert all(status == 409 for key, status in answers if key != winner), answers
+        assert all(status in (200, 201, 409) for _, status in answers), answers
+        owner = {"alice-key": "sub:alice", "bob-key": "sub:bob"}[winner]
+        assert stored_record(redis_registry, agent_id)["owner"] == owner
+        loser = "bob-key" if winner == "alice-key" else "alice-key"
+        body = registration(echo + "/echo/race", id=agent_id)
+        assert_error(call(second, "PUT", f"/agents/{agent_id}", loser, body), 403, "Forbidden")
+        assert call(first, "PUT", f"/agents/{agent_id}", winner, body).status_code == 200
+
+
+def test_a_legacy_untyped_owner_is_read_as_a_subject_and_typed_on_the_next_write(
+        backend, echo, gateway_factory, redis_registry):
+    import redis
+
+    config = aidip_gateway_config(backend, echo, aidip={"registry": redis_registry})
+    gateway = gateway_factory(config)
+    agent_id = register(gateway, "alice-key", endpoint=echo + "/echo/legacy")["id"]
+    legacy = stored_record(redis_registry, agent_id)
+    del legacy["format"]
+    legacy["owner"] = "alice"  # as the registry wrote owners before they were typed
+    client = redis.Redis(host="127.0.0.1", port=6379, db=15)
+    client.hset(f"{redis_registry['key_prefix']}agents", agent_id, json.dumps(legacy))
+    client.close()
+    body = registration(echo + "/echo/legacy", id=agent_id, version="2.0.0")
+    assert_error(call(gateway, "PUT", f"/agents/{agent_id}", "bob-key", body), 403,
+                 "Forbidden")
+    assert call(gateway, "PUT", f"/agents/{agent_id}", "alice-key", body).status_code == 200
+    rewritten = stored_record(redis_registry, agent_id)
+    assert (rewritten["owner"], rewritten["format"]) == ("sub:alice", 2)
 
 
 def test_a_redis_outage_fails_closed(backend, echo, gateway_factory):

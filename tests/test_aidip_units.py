@@ -6,16 +6,26 @@ link-local addresses, and the guard must refuse before any connection is made.
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
 from ipaddress import ip_address
 
 import httpx
 import pytest
 
+from gateway.context import RequestContext
+from gateway.errors import GatewayError
+from gateway.model import Principal
 from gateway.surfaces.aidip.breaker import Breaker
-from gateway.surfaces.aidip.catalog import Agent
-from gateway.surfaces.aidip.config import Egress
-from gateway.surfaces.aidip.egress import EgressClient, EgressPolicy, EgressRefused
+from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, from_record
+from gateway.surfaces.aidip.config import Aidip, Egress
+from gateway.surfaces.aidip.egress import Answer, EgressClient, EgressPolicy, EgressRefused
+from gateway.surfaces.aidip.invoke import Invoker
+from gateway.surfaces.aidip.owners import owner_of, record_owner
 from gateway.surfaces.aidip.search import ranked
+from gateway.surfaces.aidip.store import AgentStore, Created, MemoryStore, RedisStore
+from gateway.surfaces.aidip.urls import url_fields, url_problem
 
 
 class StubResolver:
@@ -191,6 +201,199 @@ def test_equal_scores_are_ordered_by_id():
     order = [agent.id for agent, _ in ranked(AGENTS, "image tagger")]
     assert order == ["twin-a", "twin-b"]
     assert ranked(AGENTS, "image classification")[0][0].id == "twin-a"
+
+
+# --------------------------------------------------------------------------- invocation
+
+
+class ScriptedEgress:
+    """An egress client whose every call answers `status`, or raises `error`."""
+
+    def __init__(self, status: int = 200, error: BaseException | None = None) -> None:
+        self.status, self.error, self.calls = status, error, 0
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+        return Answer(self.status, "application/json", b'{"detail": "agent internals"}')
+
+
+def _registered_agent() -> tuple[Agent, Operation]:
+    operation = Operation("go", {"type": "object"}, {"type": "object"}, url="http://agent.test/")
+    return Agent("a", {"name": "a"}, {"go": operation}, owner="sub:alice"), operation
+
+
+@pytest.mark.parametrize(("agent_status", "status", "code"), [
+    (400, 400, "InvalidInput"), (401, 403, "Forbidden"), (403, 403, "Forbidden"),
+    (404, 404, "NotFound"), (409, 409, "Conflict"), (422, 422, "InvalidInput"),
+    (429, 429, "RateLimited"), (418, 400, "InvalidInput"),
+])
+async def test_an_agent_4xx_is_the_callers_client_error_and_spares_the_breaker(
+        agent_status: int, status: int, code: str):
+    agent, operation = _registered_agent()
+    egress = ScriptedEgress(agent_status)
+    breaker = Breaker(failures=1, open_seconds=60)
+    for _ in range(3):
+        ctx = RequestContext("r", "POST", "/agents/a/invoke", "127.0.0.1")
+        with pytest.raises(GatewayError) as raised:
+            await Invoker(None, egress).run(agent, operation, [{}], ctx, breaker, [])
+        assert (raised.value.status, raised.value.code) == (status, code)
+        assert "internals" not in raised.value.message and not raised.value.details
+    assert egress.calls == 3 and breaker.retry_after() is None
+
+
+@pytest.mark.parametrize(("agent_status", "opens"), [(500, True), (502, True), (503, True),
+                                                     (302, False), (200, False)])
+async def test_only_the_agents_own_failures_count_against_its_breaker(agent_status: int,
+                                                                     opens: bool):
+    agent, operation = _registered_agent()
+    operation = Operation("go", {"type": "object"}, {"type": "array"}, url=operation.url)
+    breaker = Breaker(failures=1, open_seconds=60)  # a 200 fails `outputs`: not the agent's fault
+    ctx = RequestContext("r", "POST", "/agents/a/invoke", "127.0.0.1")
+    with pytest.raises(GatewayError):
+        await Invoker(None, ScriptedEgress(agent_status)).run(agent, operation, [{}], ctx,
+                                                             breaker, [])
+    assert (breaker.retry_after() is not None) is opens
+
+
+async def test_a_caller_going_away_mid_call_never_opens_the_breaker():
+    agent, operation = _registered_agent()
+    breaker = Breaker(failures=1, open_seconds=60)
+    ctx = RequestContext("r", "POST", "/agents/a/invoke", "127.0.0.1")
+    with pytest.raises(asyncio.CancelledError):
+        await Invoker(None, ScriptedEgress(error=asyncio.CancelledError())).run(
+            agent, operation, [{}], ctx, breaker, [])
+    assert breaker.retry_after() is None
+
+
+# --------------------------------------------------------------------------- registration URLs
+
+
+@pytest.mark.parametrize("url", [
+    "https://agent.example.com/v1/run", "http://agent.example.com:8080/run?x=1&y=%2F",
+    "http://127.0.0.1:1/x", "http://[2001:db8::1]:65535/x", "https://xn--bcher-kva.example/",
+    "https://agent.example.com./x", "HTTPS://Agent.Example.COM/x",
+])
+def test_a_well_formed_url_passes_the_registration_rule(url: str):
+    assert url_problem(url) is None
+
+
+@pytest.mark.parametrize("url", [
+    "http://agent.example.com:0/x",  # port 0
+    "http://agent.example.com:65536/x", "http://agent.example.com:/x",
+    "http://agent.example.com:+80/x", "http://agent.example.com:\uff18\uff10/x",
+    "http://agent\\.example.com/x", "http://agent.example.com\\@evil.test/x",  # backslash
+    "http://agent%2fexample.com/x", "http://agent.example.com%2f@evil.test/x",  # % in the host
+    "http://[fe80::1%25eth0]/x",  # a zone id is percent-encoded too
+    "http://agent.example.com/x\r\nX-Injected: 1", "http://agent.example.com/\nx",
+    "http://agent.exa\tmple.com/x", "http://agent.example.com/a b", " http://agent.example.com/",
+    "http://agent.example.com/\x00", "http://agent.example.com/\u3000", "http://bücher.example/",
+    "http://user:pw@agent.example.com/x", "http://@agent.example.com/x",
+    "ftp://agent.example.com/x", "http:/agent.example.com/x", "//agent.example.com/x",
+    "http://agent.example.com/x#frag", "http://agent_1.example.com/x", "http://-a.example.com/",
+    "http://0x7f.1/x", "http://0177.0.0.1/x", "http://2130706433/x", "http://[::1/x",
+    "http://" + "a" * 64 + ".example.com/x",
+])
+def test_urls_that_can_never_be_called_fail_the_registration_rule(url: str):
+    assert url_problem(url) is not None
+
+
+def test_every_uri_field_of_the_metadata_is_found_for_the_check():
+    from gateway.surfaces.aidip.metadata import AGENT_SCHEMA
+
+    document = {"endpoint": "a", "name": "http://not-a-url-field",
+                "operations": [{"name": "x"}, {"name": "y", "endpoint": "b"}, "junk"]}
+    assert list(url_fields(AGENT_SCHEMA, document)) == [("endpoint", "a"),
+                                                        ("operations[1].endpoint", "b")]
+    schema = {"properties": {"docs": {"anyOf": [{"type": "string", "format": "uri"}]}}}
+    assert list(url_fields(schema, {"docs": "c"})) == [("docs", "c")]
+
+
+@pytest.mark.parametrize("url", ["http://agent.test:0/echo/x", "http://agent\\.test/echo/x",
+                                 "http://agent%2etest/echo/x", "http://agent.test/echo/x\r\n"])
+async def test_the_call_applies_the_same_rule_before_any_lookup(url: str):
+    resolver = StubResolver(["93.184.216.34"])
+    client = EgressClient(egress(1, scheme="http", host="agent.test"), resolver)
+    assert client.policy.url_problem(url) is not None
+    with pytest.raises(EgressRefused):
+        await client.post(url, b"{}", {})
+    assert resolver.lookups == 0
+
+
+# --------------------------------------------------------------------------- owners
+
+
+def test_owners_are_typed_so_a_client_id_is_never_a_subject():
+    user, client = Principal(subject="alice", client_id="web"), Principal(client_id="alice")
+    assert owner_of(user) == "sub:alice" and owner_of(client) == "client:alice"
+    catalog = Catalog(Aidip(), MemoryStore(), "https://gw.example/agents", {})
+    agent = from_record({"metadata": {"id": "a"}, "owner": owner_of(user), "format": 2})
+    assert catalog.may_change(agent, user) and not catalog.may_change(agent, client)
+
+
+def test_a_legacy_untyped_owner_is_read_as_a_subject():
+    legacy = {"metadata": {"id": "a"}, "owner": "alice"}  # written before owners were typed
+    assert record_owner(legacy) == "sub:alice"
+    assert record_owner({**legacy, "owner": "client:bob"}) == "sub:client:bob"
+    assert record_owner({**legacy, "owner": "client:bob", "format": 2}) == "client:bob"
+
+
+# --------------------------------------------------------------------------- stores
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[AgentStore]:
+    if request.param == "memory":
+        yield MemoryStore()
+        return
+    prefix = f"aigw-test:{uuid.uuid4().hex}:"
+    redis_store = RedisStore("redis://127.0.0.1:6379/15", prefix, 2.0)
+    yield redis_store
+    await redis_store.aclose()
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=6379, db=15)
+    client.delete(f"{prefix}agents")
+    client.close()
+
+
+def _owned(owner: str, version: str = "1") -> dict:
+    return {"metadata": {"id": "x", "version": version}, "owner": owner, "format": 2}
+
+
+async def test_concurrent_creates_of_one_id_leave_exactly_one_owner(store: AgentStore):
+    owners = ["sub:alice", "sub:bob"] * 25
+    outcomes = await asyncio.gather(*(store.create("x", _owned(owner), 100) for owner in owners))
+    winners = [owner for owner, outcome in zip(owners, outcomes, strict=True)
+               if outcome is Created.CREATED]
+    assert len(winners) == 1 and outcomes.count(Created.TAKEN) == 49
+    stored = await store.get("x")
+    assert stored is not None and stored.record["owner"] == winners[0]
+
+
+async def test_a_full_registry_refuses_a_new_id_but_reports_a_taken_one_as_taken(
+        store: AgentStore):
+    assert await store.create("x", _owned("sub:alice"), 1) is Created.CREATED
+    assert await store.create("y", _owned("sub:alice"), 1) is Created.FULL
+    assert await store.create("x", _owned("sub:bob"), 1) is Created.TAKEN
+
+
+async def test_replace_and_delete_apply_only_to_the_record_that_was_read(store: AgentStore):
+    await store.create("x", _owned("sub:alice"), 10)
+    read = await store.get("x")
+    assert read is not None
+    await store.delete("x", read.stamp)  # meanwhile: deleted, and taken by someone else
+    await store.create("x", _owned("sub:bob"), 10)
+    assert not await store.replace("x", _owned("sub:alice", "2"), read.stamp)
+    assert not await store.delete("x", read.stamp)
+    now = await store.get("x")
+    assert now is not None and now.record == _owned("sub:bob")
+    assert await store.replace("x", _owned("sub:bob", "2"), now.stamp)
+    assert not await store.replace("x", _owned("sub:bob", "3"), now.stamp)  # stale stamp
+    latest = await store.get("x")
+    assert latest is not None and await store.delete("x", latest.stamp)
+    assert await store.get("x") is None
 
 
 @pytest.mark.parametrize(("inputs", "says"), [

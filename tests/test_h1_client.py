@@ -1,7 +1,8 @@
 """Protocol tests for aigw's own HTTP/1.1 upstream client (`transport: httptools`).
 
 Each test runs a scripted upstream on a loopback socket that answers with exact bytes: split
-chunks, 1xx, bad framing, early closes, slow bodies, closed keep-alive connections.
+chunks, 1xx, bad framing, early closes, slow bodies, closed keep-alive connections, answers no
+request asked for, and heads over the caps.
 """
 
 from __future__ import annotations
@@ -57,10 +58,10 @@ class Script:
 
 
 def transport(url: str, *, read: float = 2.0, connect: float = 2.0,
-              max_connections: int = 10) -> H1Transport:
+              max_connections: int = 10, **settings: int) -> H1Transport:
     return H1Transport(Upstream.model_validate({
         "url": url, "transport": "httptools", "max_connections": max_connections,
-        "timeout": {"connect": connect, "read": read},
+        "timeout": {"connect": connect, "read": read}, **settings,
     }))
 
 
@@ -379,3 +380,248 @@ async def test_tls_upstreams_verify_the_certificate():
     assert caught.value.kind in ("connect", "protocol")
     assert isinstance(client._pool.tls, ssl.SSLContext)
     assert client._pool.tls.verify_mode == ssl.CERT_REQUIRED
+
+
+async def test_an_answer_sent_while_idle_closes_the_connection_and_never_reaches_a_client():
+    async def handler(reader, writer):
+        await script.head(reader)
+        writer.write(answer(b"first"))
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        writer.write(answer(b"INJECTED-BODY"))  # while the connection sits idle in the pool
+        await keep_answering(script, reader, writer, answer(b"poisoned"))
+
+    async def fresh(reader, writer):
+        await keep_answering(script, reader, writer, answer(b"own"))
+
+    async def either(reader, writer):
+        await (handler if script.connections == 1 else fresh)(reader, writer)
+
+    async with Script(either) as script:
+        client = transport(script.url)
+        assert (await fetch(client, script.url + "/a"))[2] == b"first"
+        await asyncio.sleep(0.3)
+        assert (await fetch(client, script.url + "/b"))[2] == b"own"
+        await client.aclose()
+    assert script.connections == 2
+
+
+async def test_an_answer_cut_short_by_the_idle_close_is_not_reused():
+    async def handler(reader, writer):
+        await script.head(reader)
+        writer.write(answer(b"first"))
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nINJEC")  # half an answer
+        await keep_answering(script, reader, writer, answer(b"poisoned"))
+
+    async def either(reader, writer):
+        if script.connections == 1:
+            await handler(reader, writer)
+        await keep_answering(script, reader, writer, answer(b"own"))
+
+    async with Script(either) as script:
+        client = transport(script.url)
+        await fetch(client, script.url + "/a")
+        await asyncio.sleep(0.3)
+        assert (await fetch(client, script.url + "/b"))[2] == b"own"
+        await client.aclose()
+    assert script.connections == 2
+
+
+async def test_bytes_beyond_the_declared_end_are_no_part_of_the_body_and_end_the_connection():
+    async def handler(reader, writer):
+        if script.connections == 1:
+            await script.head(reader)
+            writer.write(answer(b"ok") + answer(b"INJECTED-BODY"))  # one write, two answers
+            await writer.drain()
+        await keep_answering(script, reader, writer, answer(b"own"))
+
+    async with Script(handler) as script:
+        client = transport(script.url)
+        status, headers, body = await fetch(client, script.url + "/a")
+        assert (status, body) == (200, b"ok")
+        assert (await fetch(client, script.url + "/b"))[2] == b"own"
+        await client.aclose()
+    assert headers == [(b"content-length", b"2")]
+    assert script.connections == 2
+
+
+async def test_an_answer_that_ends_before_the_request_was_sent_ends_the_connection():
+    async def handler(reader, writer):  # answers each head at once, reading no body
+        await keep_answering(script, reader, writer, answer(b"early"))
+
+    async def stream() -> AsyncIterator[bytes]:
+        yield b"a"
+        await asyncio.sleep(0.1)  # the whole answer is in by now
+        yield b"b"
+
+    async with Script(handler) as script:
+        client = transport(script.url)
+        assert (await fetch(client, script.url + "/", "POST", body=stream()))[2] == b"early"
+        assert (await fetch(client, script.url + "/"))[2] == b"early"
+        await client.aclose()
+    assert script.connections == 2
+
+
+async def test_a_body_left_unread_is_not_reused():
+    async def handler(reader, writer):
+        await keep_answering(script, reader, writer, answer(b"x" * 1000))
+
+    async with Script(handler) as script:
+        client = transport(script.url)
+        response = await client.request("GET", script.url + "/", [(b"host", b"up")], None)
+        await response.close()
+        await fetch(client, script.url + "/")
+        await fetch(client, script.url + "/")
+        await client.aclose()
+    assert script.connections == 2  # the first was dropped; the second carried two exchanges
+
+
+@pytest.mark.parametrize("extra", [
+    b"x-long: " + b"a" * 2_000_000 + b"\r\n",  # one huge line, arriving over many reads
+    b"x-long: " + b"a" * 70_000 + b"\r\n",
+    b"".join(b"x-f%d: v\r\n" % i for i in range(50_000)),
+    b"".join(b"x-f%d: v\r\n" % i for i in range(100)),  # with content-length: 101 fields
+])
+async def test_a_response_head_over_the_caps_is_a_protocol_error(extra: bytes):
+    async def handler(reader, writer):
+        await script.head(reader)
+        writer.write(answer(b"ok", extra))
+        await writer.drain()
+        await reader.read()
+
+    async with Script(handler) as script:
+        client = transport(script.url)
+        with pytest.raises(UpstreamError) as caught:
+            await fetch(client, script.url + "/")
+        await client.aclose()
+    assert caught.value.kind == "protocol"
+
+
+async def test_a_response_head_at_the_caps_passes():
+    extra = b"".join(b"x-f%d: v\r\n" % i for i in range(99))
+
+    async def handler(reader, writer):
+        await keep_answering(script, reader, writer, answer(b"ok", extra))
+
+    async with Script(handler) as script:
+        client = transport(script.url)
+        status, headers, _ = await fetch(client, script.url + "/")
+        await client.aclose()
+    assert status == 200 and len(headers) == 100
+
+
+async def test_the_caps_are_set_per_upstream():
+    extra = b"".join(b"x-f%d: %s\r\n" % (i, b"v" * 20) for i in range(120))  # 3 KB
+
+    async def handler(reader, writer):
+        await keep_answering(script, reader, writer, answer(b"ok", extra))
+
+    async with Script(handler) as script:
+        roomy = transport(script.url, max_response_headers=150)
+        strict = transport(script.url, max_response_headers=150, max_response_header_bytes=1024)
+        assert (await fetch(roomy, script.url + "/"))[0] == 200
+        with pytest.raises(UpstreamError):
+            await fetch(strict, script.url + "/")
+        await roomy.aclose()
+        await strict.aclose()
+
+
+def chunked_with_trailers(trailers: bytes) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntrailer: x-t\r\n\r\n"
+            b"2\r\nok\r\n0\r\n" + trailers + b"\r\n")
+
+
+async def test_trailers_count_towards_the_caps_and_are_never_kept():
+    async def handler(reader, writer):
+        head = await script.head(reader)
+        count = 1 if b"/few" in head else 200
+        writer.write(chunked_with_trailers(b"".join(b"x-t%d: v\r\n" % i for i in range(count))))
+        await writer.drain()
+        await reader.read()
+
+    async with Script(handler) as script:
+        client = transport(script.url)
+        status, headers, body = await fetch(client, script.url + "/few")
+        with pytest.raises(UpstreamError) as caught:
+            await fetch(client, script.url + "/many")
+        await client.aclose()
+    assert (status, body) == (200, b"ok")
+    assert all(not name.startswith(b"x-t") for name, _ in headers)
+    assert caught.value.kind == "protocol"
+
+
+@pytest.mark.parametrize("framing", [
+    b"2;ext=" + b"e" * 200_000 + b"\r\nok\r\n0\r\n\r\n",  # an endless chunk extension
+    b"2\r\nok\r\n0\r\nx-t: " + b"a" * 200_000 + b"\r\n\r\n",  # an endless trailer line
+])
+async def test_framing_bytes_after_the_head_are_bounded_like_a_head(framing: bytes):
+    async def handler(reader, writer):
+        await script.head(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        await writer.drain()
+        for start in range(0, len(framing), 16384):
+            writer.write(framing[start:start + 16384])
+            await writer.drain()
+            await asyncio.sleep(0.001)
+        await reader.read()
+
+    async with Script(handler) as script:
+        client = transport(script.url)
+        with pytest.raises(UpstreamError) as caught:
+            await fetch(client, script.url + "/")
+        await client.aclose()
+    assert caught.value.kind == "protocol"
+
+
+async def test_endless_interim_responses_are_a_protocol_error_soon():
+    async def handler(reader, writer):
+        await script.head(reader)
+        while True:
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+
+    async with Script(handler) as script:
+        client = transport(script.url, read=5)
+        with pytest.raises(UpstreamError) as caught:
+            async with asyncio.timeout(2):
+                await fetch(client, script.url + "/")
+        await client.aclose()
+    assert caught.value.kind == "protocol"
+
+
+async def test_interim_responses_do_not_extend_the_time_the_head_has():
+    async def handler(reader, writer):
+        await script.head(reader)
+        for _ in range(5):  # few enough, but together later than the read timeout
+            await asyncio.sleep(0.2)
+            writer.write(b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n")
+            await writer.drain()
+        writer.write(answer(b"late"))
+        await reader.read()
+
+    async with Script(handler) as script:
+        client = transport(script.url, read=0.5)
+        with pytest.raises(UpstreamError) as caught:
+            await fetch(client, script.url + "/")
+        await client.aclose()
+    assert caught.value.kind == "timeout"
+
+
+async def test_a_101_to_a_plain_request_is_a_protocol_error():
+    async def handler(reader, writer):
+        await script.head(reader)
+        writer.write(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: raw\r\nconnection: upgrade"
+                     b"\r\n\r\nRAW-PROTOCOL-BYTES")
+        await writer.drain()
+        await reader.read()
+
+    async with Script(handler) as script:
+        client = transport(script.url)
+        with pytest.raises(UpstreamError) as caught:
+            async with asyncio.timeout(2):
+                await fetch(client, script.url + "/")
+        await client.aclose()
+    assert caught.value.kind == "protocol"

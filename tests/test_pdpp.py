@@ -224,3 +224,59 @@ def test_paths_under_the_prefix_answer_in_pdpp_dialect(get):
     response = get("/v1/streams/messages/records/x/../../y", key=None)
     assert response.status_code in (400, 401, 404)
     assert "error" in response.json() and "request_id" in response.json()["error"]
+
+
+def owner_messages(get) -> dict[str, dict]:
+    page = get("/v1/streams/messages/records?limit=100").json()
+    return {r["id"]: r["data"] for r in page["data"]}
+
+
+def test_emitted_at_never_carries_an_ungranted_field(get):
+    """Grant {messages: [id, subject]}: `sent_at` is refused, and `emitted_at` (which the
+    stream reads from `sent_at`) must not hand it over either, in a list or a single read."""
+    from pdpp_config import SUBJECT_ONLY_KEY
+
+    stored = owner_messages(get)
+    error(get("/v1/streams/messages/records?fields=sent_at", key=SUBJECT_ONLY_KEY), 403,
+          "field_not_granted", "fields")
+    page = get("/v1/streams/messages/records?limit=100", key=SUBJECT_ONLY_KEY).json()
+    check(page, "record_list")
+    assert len(page["data"]) == len(stored)
+    for record in page["data"]:
+        assert set(record["data"]) == {"id", "subject"}
+        assert record["emitted_at"] == page["freshness"]["captured_at"]  # when it was read
+        assert record["emitted_at"] != stored[record["id"]]["sent_at"]
+    for key in list(stored)[:3]:
+        one = get(f"/v1/streams/messages/records/{key}", key=SUBJECT_ONLY_KEY).json()
+        check(one, "record")
+        assert one["emitted_at"] != stored[key]["sent_at"]
+    granted = get("/v1/streams/messages/records?limit=5", key=CLIENT_KEY).json()["data"]
+    assert all(r["emitted_at"] == r["data"]["sent_at"] for r in granted)  # granted: shown
+
+
+@pytest.mark.parametrize("order", ["asc", "desc"])
+def test_order_and_cursors_say_nothing_of_an_ungranted_cursor_field(get, order):
+    """`sent_at` is the cursor field; a client that may not read it gets the records by
+    primary key, and its cursors hold no `sent_at` position."""
+    from pdpp_config import SUBJECT_ONLY_KEY
+
+    seen, cursor = [], None
+    while True:
+        query = f"?order={order}&limit=4" + (f"&cursor={cursor}" if cursor else "")
+        page = get("/v1/streams/messages/records" + query, key=SUBJECT_ONLY_KEY).json()
+        seen += [r["id"] for r in page["data"]]
+        cursor = page.get("next_cursor")
+        if not page["has_more"]:
+            break
+    assert seen == sorted(owner_messages(get), reverse=order == "desc")
+    assert len(seen) == len(set(seen))
+    owner_cursor = get(f"/v1/streams/messages/records?order={order}&limit=4").json()
+    error(get(f"/v1/streams/messages/records?order={order}&limit=4&cursor="
+              f"{owner_cursor['next_cursor']}", key=SUBJECT_ONLY_KEY), 400, "invalid_cursor")
+
+
+@pytest.mark.parametrize("limit", ["²", "١٢", " 5", "5 ", "+5", "1_0", "0x10", "-1", ""])
+def test_a_limit_that_is_not_ascii_digits_is_a_pdpp_400(get, limit):
+    for key in (OWNER_KEY, CLIENT_KEY):
+        error(get("/v1/streams/messages/records", key=key, params={"limit": limit}), 400,
+              "invalid_request", "limit")

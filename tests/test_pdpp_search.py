@@ -211,3 +211,59 @@ def test_stream_with_no_matchable_field_is_not_asked(backend, echo, gateway_fact
                          headers={"X-API-Key": SUBJECT_ONLY_KEY}, timeout=30)
     assert response.status_code == 200 and response.json()["data"] == []
     assert httpx.get(echo + "/recorded").json()[before:] == []
+
+
+@pytest.mark.parametrize("path,schema", SEARCHES)
+def test_emitted_at_of_a_hit_never_carries_an_ungranted_field(get, path, schema):
+    """Grant {messages: [id, subject]}: no hit's `emitted_at` is the hidden `sent_at`."""
+    stored = records(get, "messages")
+    page = get(f"{path}?q=payment%20card%20invoice%20password%20refund&limit=50",
+               key=SUBJECT_ONLY_KEY).json()
+    check(page, schema)
+    assert page["data"]
+    for result in page["data"]:
+        assert result["emitted_at"] != stored[result["record_key"]]["sent_at"]
+    granted = get(f"{path}?q=payment%20card%20invoice&streams[]=messages&limit=50",
+                  key=CLIENT_KEY).json()["data"]
+    assert granted and all(r["emitted_at"] == stored[r["record_key"]]["sent_at"]
+                           for r in granted)
+
+
+@pytest.mark.parametrize("path,schema", SEARCHES)
+@pytest.mark.parametrize("limit", ["²", "١٢", " 5"])
+def test_a_limit_that_is_not_ascii_digits_is_a_pdpp_400(get, path, schema, limit):
+    refused(get(path, params={"q": "card", "limit": limit}), param="limit")
+
+
+async def test_records_outside_the_grant_do_not_sway_the_ranking():
+    """BM25's term statistics come from the records scored: a grant's `resources` must be
+    ranked as if the stream held only them, or the order would tell what the others say."""
+    from gateway.surfaces.pdpp import search
+    from gateway.surfaces.pdpp.config import Pdpp
+    from gateway.surfaces.pdpp.projection import Access
+    from gateway.surfaces.pdpp.store import Entry
+    from gateway.surfaces.pdpp.streams import Record, Snapshot, compile_streams
+
+    stream = compile_streams(Pdpp.model_validate({"streams": {"notes": {
+        "connector_id": "c", "primary_key": "id", "cursor_field": "id",
+        "fields": {"id": {"path": "id", "required": True}, "text": {"path": "text"}},
+        "records": {"upstream": "u", "path": "/notes", "mapping": {"id": "id"}},
+        "search": {"lexical_fields": ["text"]}}}}), {"u"})["notes"]
+    granted = [Record("a", {"id": "a", "text": "refund refund card"}),
+               Record("b", {"id": "b", "text": "card card refund"})]
+    hidden = [Record(f"h{i}", {"id": f"h{i}", "text": "card"}) for i in range(6)]
+
+    async def scores(records: list[Record], access: Access) -> dict[str, float]:
+        entry = Entry(Snapshot(records, "2026-01-01T00:00:00Z", False))
+
+        async def entry_for(_: object) -> Entry:
+            return entry
+
+        ranked = await search.lexical("refund card", [access], [], entry_for, None, False)
+        return {found.record.key: found.score for found in ranked.hits}
+
+    fields = frozenset({"id", "text"})
+    alone = await scores(granted, Access(stream, fields))
+    among_others = await scores([*granted, *hidden],
+                                Access(stream, fields, resources=frozenset({"a", "b"})))
+    assert among_others == alone

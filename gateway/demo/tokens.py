@@ -45,6 +45,11 @@ def mint_token(
     """An RS256 JWT access token signed with `key` (its `kid` in the header)."""
     claims = token_claims(issuer=issuer, audience=audience, subject=subject, client_id=client_id,
                           scopes=scopes, kind=kind, grant=grant, ttl=ttl)
+    return sign_claims(key, claims)
+
+
+def sign_claims(key: Key, claims: dict[str, Any]) -> str:
+    """`claims` as an RS256 JWT access token signed with `key` (its `kid` in the header)."""
     header = {"alg": "RS256", "typ": "at+jwt", "kid": key.thumbprint()}
     return _JWT.encode(header, claims, key).decode("ascii")
 

@@ -1,8 +1,14 @@
-"""aiohttp behind the transport seam: the default, measured fastest in bench/."""
+"""aiohttp behind the transport seam (`transport: aiohttp`).
+
+The response head is held to the upstream's head caps (aiohttp's own line, field and count
+limits set from them, then the totals checked) and to the head deadline (headcaps.py). A pooled
+connection that received anything while idle is closed instead of reused (`_CleanConnector`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 from multidict import CIMultiDict
@@ -10,6 +16,7 @@ from yarl import URL
 
 from gateway.settings import Upstream
 from gateway.upstream.base import Body, RawHeaders, Transport, UpstreamError, UpstreamResponse
+from gateway.upstream.headcaps import HeadCaps, HeadDeadline, check_final_head
 
 # aiohttp would otherwise add these itself; a proxy forwards only what the client sent.
 _SKIP_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
@@ -38,15 +45,32 @@ class AiohttpResponse(UpstreamResponse):
         self._response.release()
 
 
+class _CleanConnector(aiohttp.TCPConnector):
+    """aiohttp's connector, save that a pooled connection with anything pending (a message
+    parsed while it sat idle, stray bytes, an unfinished body) is closed, not handed out:
+    aiohttp itself only checks that the socket is still open."""
+
+    async def connect(self, req: aiohttp.ClientRequest, traces: list[Any],
+                      timeout: aiohttp.ClientTimeout) -> aiohttp.connector.Connection:
+        for _ in range(self.limit + 1):  # each round closes an idle one, then a new one comes
+            connection = await super().connect(req, traces, timeout)
+            protocol = connection.protocol
+            if protocol is not None and not protocol.should_close:
+                return connection
+            connection.close()
+        raise aiohttp.ClientConnectionError("no clean connection")
+
+
 class AiohttpTransport(Transport):
     def __init__(self, upstream: Upstream) -> None:
         super().__init__(upstream)
         self._session: aiohttp.ClientSession | None = None
+        self._caps = HeadCaps.of(upstream)
 
     def _open(self) -> aiohttp.ClientSession:
         timeouts = self.upstream.timeout
         return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=self.upstream.max_connections, limit_per_host=0),
+            connector=_CleanConnector(limit=self.upstream.max_connections, limit_per_host=0),
             timeout=aiohttp.ClientTimeout(
                 total=None, connect=timeouts.connect, sock_read=timeouts.read
             ),
@@ -54,6 +78,9 @@ class AiohttpTransport(Transport):
             skip_auto_headers=_SKIP_AUTO_HEADERS,
             cookie_jar=aiohttp.DummyCookieJar(),
             trust_env=False,
+            max_line_size=self._caps.max_header_bytes,
+            max_field_size=self._caps.max_header_bytes,
+            max_headers=self._caps.max_headers,
         )
 
     async def request(
@@ -62,13 +89,20 @@ class AiohttpTransport(Transport):
         if self._session is None:  # created lazily: it must belong to the running loop
             self._session = self._open()
         fields = CIMultiDict((k.decode("latin-1"), v.decode("latin-1")) for k, v in headers)
+        deadline = HeadDeadline(self.upstream.timeout, body)
         try:
-            response = await self._session.request(
-                method, URL(url, encoded=True), headers=fields, data=body,
-                allow_redirects=False, compress=None,
-            )
+            async with deadline:
+                response = await self._session.request(
+                    method, URL(url, encoded=True), headers=fields, data=deadline.body,
+                    allow_redirects=False, compress=None,
+                )
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise _translate(exc) from exc
+        try:
+            check_final_head(response.status, response.raw_headers, self._caps)
+        except UpstreamError:
+            response.close()
+            raise
         return AiohttpResponse(response)
 
     async def aclose(self) -> None:

@@ -2,6 +2,8 @@
 
 `acquire` hands out an idle connection or opens a new one; at the limit it waits for a release.
 The connect timeout covers that wait and the TCP (and TLS) handshake, as aiohttp's does.
+Only a connection whose exchange ended exactly goes back to the pool (`H1Connection.reusable`),
+and one that received anything while idle is closed rather than handed out (`ready`).
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ from collections import deque
 
 from gateway.upstream.base import UpstreamError
 from gateway.upstream.h1_connection import H1Connection
+from gateway.upstream.headcaps import HeadCaps
 
 
 class H1Pool:
     def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, limit: int,
-                 connect_timeout: float, read_timeout: float) -> None:
+                 connect_timeout: float, read_timeout: float, caps: HeadCaps) -> None:
         self.host, self.port, self.tls = host, port, tls
         self.limit = limit
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.caps = caps
         self._idle: deque[H1Connection] = deque()
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -28,11 +32,8 @@ class H1Pool:
 
     async def acquire(self) -> tuple[H1Connection, bool]:
         """A connection and whether it was reused (a reused one may have gone stale)."""
-        while self._idle:
-            connection = self._idle.pop()
-            if not connection.closed:
-                return connection, True
-            self._forget()
+        if (connection := self._take_idle()) is not None:
+            return connection, True
         try:
             async with asyncio.timeout(self.connect_timeout):
                 while self._open >= self.limit:
@@ -43,11 +44,8 @@ class H1Pool:
                     finally:
                         if waiter in self._waiters:
                             self._waiters.remove(waiter)
-                    while self._idle:
-                        connection = self._idle.pop()
-                        if not connection.closed:
-                            return connection, True
-                        self._forget()
+                    if (connection := self._take_idle()) is not None:
+                        return connection, True
                 self._open += 1
                 try:
                     return await self._connect(), False
@@ -73,12 +71,11 @@ class H1Pool:
 
     def release(self, connection: H1Connection) -> None:
         """Back to the pool when reusable, else closed; either way a waiter may go on."""
-        if connection.reusable and not connection.closed and not self._closed:
-            self._idle.append(connection)
-        else:
-            connection.close()
-            self._forget()
+        if not connection.reusable or self._closed:
+            self.discard(connection)
             return
+        connection.park()
+        self._idle.append(connection)
         self._notify()
 
     def discard(self, connection: H1Connection) -> None:
@@ -90,11 +87,20 @@ class H1Pool:
         while self._idle:
             self._idle.pop().close()
 
+    def _take_idle(self) -> H1Connection | None:
+        """The most recent idle connection that is still clean; the others are closed."""
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.ready:
+                return connection
+            self.discard(connection)
+        return None
+
     async def _connect(self) -> H1Connection:
         loop = asyncio.get_running_loop()
         try:
             _, connection = await loop.create_connection(
-                lambda: H1Connection(loop, self.read_timeout), self.host, self.port,
+                lambda: H1Connection(loop, self.read_timeout, self.caps), self.host, self.port,
                 ssl=self.tls, server_hostname=self.host if self.tls else None,
             )
         except (OSError, ssl.SSLError) as exc:

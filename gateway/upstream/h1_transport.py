@@ -7,9 +7,12 @@ unlike the faster Rust clients it sends the request target byte for byte and add
   added only when absent. A body held in memory gets `Content-Length` if it has none and is
   written with the head in one write; a streamed body keeps the client's `Content-Length`, or
   is sent chunked.
-- The response head arrives as raw `(name, value)` pairs, repeated fields kept; 1xx interim
-  responses are skipped; HEAD, 204 and 304 have no body; the body is de-framed (chunked,
-  Content-Length, or until close) and never decoded.
+- The response head arrives as raw `(name, value)` pairs, repeated fields kept, within the
+  upstream's head caps; 1xx interim responses are skipped (a few, never a 101); HEAD, 204 and
+  304 have no body; the body is de-framed (chunked, Content-Length, or until close) and never
+  decoded.
+- A connection goes back to the pool only when its exchange ended exactly, and leaves it only
+  when nothing arrived while it was idle (h1_connection.py).
 - A request that fails on a reused keep-alive connection before any byte of an answer came back
   is sent once more on a new connection, when its method is idempotent and its body was not
   streamed; the upstream closing an idle connection is then invisible to the client.
@@ -25,6 +28,7 @@ from gateway.settings import Upstream
 from gateway.upstream.base import Body, RawHeaders, Transport, UpstreamError, UpstreamResponse
 from gateway.upstream.h1_connection import H1Connection
 from gateway.upstream.h1_pool import H1Pool
+from gateway.upstream.headcaps import HeadCaps
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
 _FRAMING = frozenset({b"content-length", b"transfer-encoding"})
@@ -53,9 +57,8 @@ class H1Response(UpstreamResponse):
         connection, self._connection = self._connection, None
         if connection is None:
             return
-        if self._bodyless:
-            connection.reusable = False  # the parser would take the next answer for the body
-        if connection.finished or self._bodyless:
+        # A HEAD answer that declares a body leaves the parser waiting for it: not finished.
+        if connection.finished:
             self._pool.release(connection)
         else:
             self._pool.discard(connection)  # unread body: the connection cannot be reused
@@ -69,7 +72,7 @@ class H1Transport(Transport):
         port = parts.port or (443 if tls else 80)
         timeouts = upstream.timeout
         self._pool = H1Pool(parts.hostname or "", port, tls, upstream.max_connections,
-                            timeouts.connect, timeouts.read)
+                            timeouts.connect, timeouts.read, HeadCaps.of(upstream))
         self._prefix = len(f"{parts.scheme}://{parts.netloc}")
         default_port = 443 if tls else 80
         host = parts.hostname or ""

@@ -1,4 +1,9 @@
-"""httpx behind the transport seam, kept for comparison and for deployments that prefer it."""
+"""httpx behind the transport seam, kept for comparison and for deployments that prefer it.
+
+The response head is held to the upstream's head caps (httpcore's own bound on a head is 100
+KiB, then the totals are checked) and to the head deadline (headcaps.py). httpcore already
+closes a pooled connection that has turned readable while idle, instead of reusing it.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import httpx
 
 from gateway.settings import Upstream
 from gateway.upstream.base import Body, RawHeaders, Transport, UpstreamError, UpstreamResponse
+from gateway.upstream.headcaps import HeadCaps, HeadDeadline, check_final_head
 
 
 class HttpxResponse(UpstreamResponse):
@@ -32,6 +38,7 @@ class HttpxTransport(Transport):
     def __init__(self, upstream: Upstream) -> None:
         super().__init__(upstream)
         timeouts = upstream.timeout
+        self._caps = HeadCaps.of(upstream)
         # A proxy must never carry one client's cookies to another: refuse to store any.
         no_cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
         self._client = httpx.AsyncClient(
@@ -49,11 +56,18 @@ class HttpxTransport(Transport):
         self, method: str, url: str, headers: RawHeaders, body: Body | None
     ) -> UpstreamResponse:
         # Built directly, not with client.build_request, so no default headers are added.
-        request = httpx.Request(method, url, headers=headers, content=body)
+        deadline = HeadDeadline(self.upstream.timeout, body)
+        request = httpx.Request(method, url, headers=headers, content=deadline.body)
         try:
-            response = await self._client.send(request, stream=True)
+            async with deadline:
+                response = await self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise _translate(exc) from exc
+        try:
+            check_final_head(response.status_code, response.headers.raw, self._caps)
+        except UpstreamError:
+            await response.aclose()
+            raise
         return HttpxResponse(response)
 
     async def aclose(self) -> None:

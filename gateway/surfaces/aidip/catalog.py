@@ -15,6 +15,7 @@ from gateway.model import Principal
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.rules import Ask
 from gateway.surfaces.aidip.config import Aidip, ConfiguredAgent
+from gateway.surfaces.aidip.owners import owner_of, record_owner
 from gateway.surfaces.aidip.store import AgentStore, Record
 
 
@@ -37,9 +38,10 @@ class Agent:
     id: str
     metadata: dict[str, Any]  # as stored; `public()` is what clients see
     operations: dict[str, Operation]
-    owner: str | None = None  # None: configured, changed only by editing the config
+    owner: str | None = None  # typed (owners.py); None: configured, changed only by the config
     clients: frozenset[str] | None = None
     timeout: float | None = None
+    stamp: bytes | None = None  # the stored record, for compare-and-set writes (store.py)
 
     @property
     def configured(self) -> bool:
@@ -48,11 +50,6 @@ class Agent:
     @property
     def status(self) -> str:
         return str(self.metadata.get("status", "active"))
-
-
-def owner_of(principal: Principal) -> str | None:
-    """Who owns what this caller registers: the token's subject, else its client id."""
-    return principal.subject or principal.client_id
 
 
 class Catalog:
@@ -72,7 +69,7 @@ class Catalog:
     def may_see(self, agent: Agent, principal: Principal) -> bool:
         if self.is_admin(principal):
             return True
-        if agent.owner is not None and agent.owner == owner_of(principal):
+        if self.owns(agent, principal):
             return True
         if self.bundle is not None and self.bundle.decide(
                 Ask("agent_access", agent.id, principal)).effect == "deny":
@@ -81,10 +78,13 @@ class Catalog:
             return True
         return principal.client_id is not None and principal.client_id in agent.clients
 
+    def owns(self, agent: Agent, principal: Principal) -> bool:
+        return agent.owner is not None and agent.owner == owner_of(principal)
+
     def may_change(self, agent: Agent, principal: Principal) -> bool:
         if agent.configured:
             return False
-        return self.is_admin(principal) or agent.owner == owner_of(principal)
+        return self.is_admin(principal) or self.owns(agent, principal)
 
     async def visible(self, principal: Principal) -> list[Agent]:
         registered = [from_record(record) for record in await self.store.all()]
@@ -95,8 +95,8 @@ class Catalog:
     async def lookup(self, agent_id: str) -> Agent | None:
         if agent_id in self.configured:
             return self.configured[agent_id]
-        record = await self.store.get(agent_id)
-        return None if record is None else from_record(record)
+        stored = await self.store.get(agent_id)
+        return None if stored is None else from_record(stored.record, stored.stamp)
 
     async def find(self, agent_id: str, principal: Principal) -> Agent:
         agent = await self.lookup(agent_id)
@@ -128,7 +128,7 @@ class Catalog:
         return f"{url}/{operation}" if operation else url
 
 
-def from_record(record: Record) -> Agent:
+def from_record(record: Record, stamp: bytes | None = None) -> Agent:
     metadata = record["metadata"]
     endpoints = record.get("endpoints", {})
     operations = {
@@ -137,8 +137,8 @@ def from_record(record: Record) -> Agent:
                               url=endpoints.get(op["name"]))
         for op in metadata.get("operations", [])}
     clients = metadata.get("allowed_clients")
-    return Agent(metadata["id"], metadata, operations, record["owner"],
-                 None if clients is None else frozenset(clients))
+    return Agent(metadata["id"], metadata, operations, record_owner(record),
+                 None if clients is None else frozenset(clients), stamp=stamp)
 
 
 def _from_config(agent_id: str, agent: ConfiguredAgent) -> Agent:

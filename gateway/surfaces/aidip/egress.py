@@ -15,15 +15,13 @@ import socket
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from gateway.surfaces.aidip.addresses import effective, is_public
 from gateway.surfaces.aidip.config import Egress, Origin
-
-_DEFAULT_PORTS = {"https": 443, "http": 80}
+from gateway.surfaces.aidip.urls import DEFAULT_PORTS, CheckedUrl, UrlProblem, checked_url
 
 
 class EgressRefused(Exception):
@@ -72,23 +70,12 @@ class EgressPolicy:
     def url_problem(self, url: str) -> str | None:
         """Why the config does not allow calling `url`, or None."""
         try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError:
-            return "not a valid URL"
-        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-            return "expected an absolute https URL"
-        if parts.username is not None or parts.password is not None:
-            return "credentials in the URL are not allowed"
-        if parts.fragment:
-            return "a fragment is not allowed"
-        if not _valid_host(parts.hostname):
-            return "the host name is not valid"
-        port = port or _DEFAULT_PORTS[parts.scheme]
-        if not any(_origin_matches(o, parts.scheme, parts.hostname, port) for o in self.origins):
+            checked = checked_url(url)
+        except UrlProblem as problem:
+            return str(problem)
+        if not any(_origin_matches(origin, checked) for origin in self.origins):
             return "this origin is not allowed for registered agents"
-        literal = _literal(parts.hostname)
-        if literal is not None and not self.address_allowed(literal):
+        if checked.literal is not None and not self.address_allowed(checked.literal):
             return "this address is not allowed for registered agents"
         return None
 
@@ -148,12 +135,10 @@ class EgressClient:
         """POST `body` to `url`; `EgressRefused` before anything is sent to a forbidden place."""
         if self.policy.url_problem(url) is not None:
             raise EgressRefused("url")
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if _literal(host) is None:  # aiohttp does not resolve literals; they were checked above
-            port = parts.port or _DEFAULT_PORTS[parts.scheme]
+        checked = checked_url(url)
+        if checked.literal is None:  # aiohttp does not resolve literals; they were checked above
             try:
-                self.policy.checked(await self.resolver.resolve(host, port))
+                self.policy.checked(await self.resolver.resolve(checked.host, checked.port))
             except OSError:
                 raise EgressFailed("connect") from None
             except ValueError:  # the name cannot be encoded (UnicodeError is a ValueError)
@@ -204,32 +189,17 @@ async def _read_capped(response: Any, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _origin_matches(origin: Origin, scheme: str, host: str, port: int) -> bool:
-    if origin.scheme != scheme:
+def _origin_matches(origin: Origin, url: CheckedUrl) -> bool:
+    if origin.scheme != url.scheme:
         return False
-    ports = origin.ports or [_DEFAULT_PORTS[scheme]]
-    if port not in ports:
+    if url.port not in (origin.ports or [DEFAULT_PORTS[url.scheme]]):
         return False
-    pattern, host = origin.host.lower(), host.lower().rstrip(".")
+    pattern = origin.host.lower().strip("[]")
+    if url.literal is not None:
+        try:
+            return ip_address(pattern) == url.literal
+        except ValueError:
+            return False
     if pattern.startswith("*."):
-        return host.endswith(pattern[1:]) and host != pattern[2:]
-    return host == pattern
-
-
-def _valid_host(host: str) -> bool:
-    """A literal address, or a name DNS can carry (labels of 1-63 bytes, 253 in all)."""
-    if _literal(host) is not None:
-        return True
-    try:
-        encoded = host.rstrip(".").encode("idna")
-    except UnicodeError:
-        return False
-    labels = encoded.split(b".")
-    return len(encoded) <= 253 and all(0 < len(label) <= 63 for label in labels)
-
-
-def _literal(host: str) -> IPv4Address | IPv6Address | None:
-    try:
-        return ip_address(host.strip("[]"))
-    except ValueError:
-        return None
+        return url.host.endswith(pattern[1:]) and url.host != pattern[2:]
+    return url.host == pattern

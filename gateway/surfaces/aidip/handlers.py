@@ -18,9 +18,10 @@ from gateway.errors import GatewayError
 from gateway.model import Principal
 from gateway.surfaces.aidip import a2a, metadata
 from gateway.surfaces.aidip.breaker import Breakers
-from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, owner_of
+from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, from_record
 from gateway.surfaces.aidip.egress import EgressClient
 from gateway.surfaces.aidip.invoke import Invoker, check_inputs
+from gateway.surfaces.aidip.owners import RECORD_FORMAT, owner_of
 from gateway.surfaces.aidip.render import fields_message, invalid_input, json_response
 from gateway.surfaces.aidip.request import (
     filters_from,
@@ -30,9 +31,12 @@ from gateway.surfaces.aidip.request import (
     top_from,
 )
 from gateway.surfaces.aidip.search import Filters, ranked
+from gateway.surfaces.aidip.store import Created
+from gateway.surfaces.aidip.urls import url_fields, url_problem
 
 _RESERVED_IDS = frozenset({"search"})
 _SEARCH_FIELDS = frozenset({"query", "filters", "top"})
+_WRITE_ATTEMPTS = 3  # compare-and-set retries when a concurrent write changed the agent
 
 
 class AidipService:
@@ -117,36 +121,60 @@ class AidipService:
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         agent_id = body.get("id") if isinstance(body, dict) else None
         record = await self._record(body, agent_id or str(uuid.uuid4()), owner)
-        existing = await self.catalog.lookup(record["metadata"]["id"])
-        if existing is not None:
-            if not self.catalog.may_change(existing, ctx.principal):
-                raise GatewayError(403, "forbidden", "You may not change this agent.")
-            record["owner"] = existing.owner
-        elif await self.catalog.store.count() >= self.settings.registry.max_agents:
-            raise GatewayError(409, "Conflict", "The registry is full.")
-        return await self._store(record, ctx.principal)
+        agent_id = record["metadata"]["id"]
+        for _ in range(_WRITE_ATTEMPTS):
+            existing = await self.catalog.lookup(agent_id)
+            if existing is None:
+                created = await self.catalog.store.create(
+                    agent_id, record, self.settings.registry.max_agents)
+                if created is Created.FULL:
+                    raise GatewayError(409, "Conflict", "The registry is full.")
+                if created is Created.CREATED:
+                    return self._written(record, ctx.principal, 201)
+            elif not self.catalog.may_change(existing, ctx.principal):
+                # The same answer whether or not the caller may see the agent (README).
+                raise GatewayError(409, "Conflict", "The id is taken; register under another.")
+            elif written := await self._replace(existing, record):
+                return self._written(written, ctx.principal, 200)
+        raise _changed_meanwhile()
 
     async def update(self, request: Request) -> Response:
         ctx = await _admit(request)
         self._registrant(ctx.principal)
-        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
-        if not self.catalog.may_change(agent, ctx.principal):
-            raise GatewayError(403, "forbidden", "You may not change this agent.")
+        agent = await self._changeable(request.path_params["id"], ctx.principal)
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         if isinstance(body, dict) and body.get("id", agent.id) != agent.id:
             raise invalid_input("Field 'id' differs from the agent in the path.",
                                 [{"field": "id", "problem": "differs from the path"}])
-        record = await self._record(body, agent.id, agent.owner or "")
-        return await self._store(record, ctx.principal, created_status=200)
+        record = await self._record(body, agent.id, "")
+        for _ in range(_WRITE_ATTEMPTS):
+            if written := await self._replace(agent, record):
+                return self._written(written, ctx.principal, 200)
+            agent = await self._changeable(agent.id, ctx.principal)
+        raise _changed_meanwhile()
 
     async def delete(self, request: Request) -> Response:
         ctx = await _admit(request)
-        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
-        if not self.catalog.may_change(agent, ctx.principal):
-            raise GatewayError(403, "forbidden", "You may not delete this agent.")
-        await self.catalog.store.delete(agent.id)
-        self.breakers.forget(agent.id)
-        return Response(status_code=204)
+        agent = await self._changeable(request.path_params["id"], ctx.principal)
+        for _ in range(_WRITE_ATTEMPTS):
+            if await self.catalog.store.delete(agent.id, agent.stamp or b""):
+                self.breakers.forget(agent.id)
+                return Response(status_code=204)
+            agent = await self._changeable(agent.id, ctx.principal)
+        raise _changed_meanwhile()
+
+    async def _changeable(self, agent_id: str, principal: Principal) -> Agent:
+        """The agent as stored now, when this caller may change it (404, else 403)."""
+        agent = await self.catalog.find(agent_id, principal)
+        if not self.catalog.may_change(agent, principal):
+            raise GatewayError(403, "forbidden", "You may not change this agent.")
+        return agent
+
+    async def _replace(self, agent: Agent, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The record written over `agent`, keeping its owner; None when it changed meanwhile."""
+        written = {**record, "owner": agent.owner}
+        replaced = await self.catalog.store.replace(agent.id, written, agent.stamp or b"")
+        return written if replaced else None
 
     def _registrant(self, principal: Principal) -> str:
         owner = owner_of(principal)
@@ -164,7 +192,7 @@ class AidipService:
         """The record to store, or `InvalidInput` naming every invalid field."""
         found = await metadata.problems(body)
         if isinstance(body, dict):
-            found += self._endpoint_problems(body)
+            found += self._url_problems(body)
             if agent_id in _RESERVED_IDS:
                 found.append({"field": "id", "problem": "reserved"})
         if found:
@@ -178,29 +206,23 @@ class AidipService:
             endpoints[operation["name"]] = operation.pop("endpoint", default)
             operations.append(operation)
         stored = {**document, "id": agent_id, "operations": operations}
-        return {"metadata": stored, "owner": owner, "endpoints": endpoints}
+        return {"metadata": stored, "owner": owner, "format": RECORD_FORMAT,
+                "endpoints": endpoints}
 
-    def _endpoint_problems(self, body: dict[str, Any]) -> list[dict[str, str]]:
-        places = [("endpoint", body.get("endpoint"))]
-        operations = body.get("operations")
-        if isinstance(operations, list):
-            places += [(f"operations[{i}].endpoint", op.get("endpoint"))
-                       for i, op in enumerate(operations)
-                       if isinstance(op, dict) and "endpoint" in op]
+    def _url_problems(self, body: dict[str, Any]) -> list[dict[str, str]]:
+        """Every URL the metadata holds passes one strict rule; endpoints the egress rules too."""
         found = []
-        for field, url in places:
-            problem = self.egress.policy.url_problem(url) if isinstance(url, str) else None
+        for field, url in url_fields(metadata.AGENT_SCHEMA, body):
+            problem = url_problem(url)
+            if problem is None and field.rsplit(".", 1)[-1] == "endpoint":
+                problem = self.egress.policy.url_problem(url)
             if problem is not None:
                 found.append({"field": field, "problem": problem})
         return found
 
-    async def _store(self, record: dict[str, Any], principal: Principal,
-                     created_status: int = 201) -> Response:
-        agent_id = record["metadata"]["id"]
-        new = await self.catalog.store.put(agent_id, record)
-        agent = await self.catalog.find(agent_id, principal)
-        status = created_status if new else 200
-        headers = {"location": self.catalog.invoke_url(agent_id).rsplit("/invoke", 1)[0]}
+    def _written(self, record: dict[str, Any], principal: Principal, status: int) -> Response:
+        agent = from_record(record)
+        headers = {"location": self.catalog.invoke_url(agent.id).rsplit("/invoke", 1)[0]}
         return json_response(self.catalog.public(agent, principal), status, headers)
 
     # ------------------------------------------------------------------ invocation
@@ -220,6 +242,10 @@ class AidipService:
 
     async def _matching(self, principal: Principal, filters: Filters) -> list[Agent]:
         return [agent for agent in await self.catalog.visible(principal) if filters.match(agent)]
+
+
+def _changed_meanwhile() -> GatewayError:
+    return GatewayError(409, "Conflict", "The agent changed while this request ran; try again.")
 
 
 def _operation(agent: Agent, name: str | None) -> Operation:

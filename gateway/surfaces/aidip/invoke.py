@@ -5,7 +5,14 @@ against `outputs` after it. Configured agents are called through the configured 
 transport (with its `add_headers` credentials); registered agents only through the egress
 client, with nothing but the body and a request id. Every upstream failure becomes one of the
 error objects of §5.2 with a generic message. A POST is retried once only when the operation
-is declared idempotent; each agent has a circuit breaker.
+is declared idempotent.
+
+Each agent has a circuit breaker, and only the agent's own failures count against it: a 5xx,
+a timeout, a connection that fails. A 4xx is the agent refusing this caller's input (§5.2's
+client error): it is answered as the same kind of client error, without the agent's body, and
+leaves the breaker as it was, so no caller can open an agent's circuit for everyone with
+inputs the agent rejects. Neither do answers the gateway cannot use (a redirect, non-JSON, an
+output that fails `outputs`), a refused destination, or a caller that goes away mid-call.
 
 Schema checks run in a schema thread within a budget (`gateway.untrusted_schema`): an input
 too big or too costly to check is 400 `InvalidInput`, never a blocked event loop.
@@ -41,6 +48,11 @@ class AgentFailure(Exception):
         super().__init__(kind)
         self.kind = kind
 
+    @property
+    def agent_at_fault(self) -> bool:
+        """Whether this says the agent is unhealthy: what its circuit breaker counts."""
+        return self.kind in ("timeout", "connect") or self.kind.startswith("status_5")
+
     def error(self) -> GatewayError:
         if self.kind == "timeout":
             return GatewayError(504, "AgentTimeout", "The agent did not answer in time.")
@@ -52,6 +64,33 @@ class AgentFailure(Exception):
         return GatewayError(502, "AgentError",
                             "The agent encountered an unexpected error while processing "
                             "the request.")
+
+
+# The agent's 4xx, as the client error the caller gets: (status, code, message). A 401 or 403
+# is about the gateway's call, never the caller's gateway credential, so it is a 403 here.
+_REFUSALS = {
+    400: (400, "InvalidInput", "The agent refused the input."),
+    401: (403, "Forbidden", "The agent refused this call."),
+    403: (403, "Forbidden", "The agent refused this call."),
+    404: (404, "NotFound", "The agent found nothing the input refers to."),
+    409: (409, "Conflict", "The agent reported a conflict with the input."),
+    410: (404, "NotFound", "The agent found nothing the input refers to."),
+    413: (413, "PayloadTooLarge", "The input is too large for the agent."),
+    422: (422, "InvalidInput", "The agent refused the input."),
+    429: (429, "RateLimited", "The agent is limiting calls; try later."),
+}
+_OTHER_REFUSAL = (400, "InvalidInput", "The agent refused the request.")
+
+
+class AgentRefusal(Exception):
+    """The agent answered 4xx: the caller's error, which says nothing about the agent's health."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+    def error(self) -> GatewayError:
+        return GatewayError(*_REFUSALS.get(self.status, _OTHER_REFUSAL))
 
 
 async def check_inputs(operation: Operation, body: Any, max_batch: int) -> list[Any]:
@@ -104,17 +143,20 @@ class Invoker:
         try:
             for item in items:
                 outputs.append(await self._one(agent, operation, item, ctx, credentials))
+        except AgentRefusal as refusal:
+            breaker.release()  # the caller's error: no breaker failure, no upstream error
+            raise refusal.error() from None
         except AgentFailure as failure:
-            if failure.kind == "refused":
-                breaker.release()  # nothing was sent: says nothing about the agent's health
-            else:
+            if failure.agent_at_fault:
                 breaker.failure()
+            else:
+                breaker.release()
             ctx.upstream_error = failure.kind
             log.warning("agent call failed", extra={"fields": {
                 "request_id": ctx.request_id, "agent": agent.id, "kind": failure.kind}})
             raise failure.error() from None
         except BaseException:
-            breaker.failure()  # never leave a half-open trial pending
+            breaker.release()  # e.g. the caller went away: a half-open trial may run again
             raise
         breaker.success()
         return outputs
@@ -191,6 +233,8 @@ async def _read_capped(response: Any) -> bytes:
 async def _output(answer: Answer, operation: Operation) -> Any:
     if answer.status == 503:
         raise AgentFailure("status_503")
+    if 400 <= answer.status < 500:
+        raise AgentRefusal(answer.status)
     if answer.status >= 300 or answer.status < 200:
         raise AgentFailure(f"status_{answer.status}")
     if "json" not in answer.content_type.lower():

@@ -15,12 +15,16 @@ _TAG = "aidip"
 _ERRORS = {
     400: "`InvalidInput`: the body or a parameter is invalid; `details.fields` names each.",
     401: "`Unauthorized`: no acceptable credential (registering needs one).",
-    403: "`Forbidden`: a scope is missing, or the agent is not yours to change.",
-    404: "`NotFound`: no such agent (or not visible to this caller), or operation.",
+    403: "`Forbidden`: a scope is missing, the agent is not yours to change, or the agent "
+         "refused the call.",
+    404: "`NotFound`: no such agent (or not visible to this caller) or operation, or the "
+         "agent found nothing the input refers to.",
     405: "`MethodNotAllowed`; `Allow` names the methods served.",
-    409: "`Conflict`: the registry is full.",
+    409: "`Conflict`: the id is taken (whether or not you may see its agent), the registry is "
+         "full, the agent changed during the request, or the agent reported a conflict.",
     413: "`PayloadTooLarge`: the body is over the limit.",
     415: "`UnsupportedMediaType`: the body is not application/json.",
+    422: "`InvalidInput`: the agent refused the input (its own 422).",
     429: "`RateLimited`, with Retry-After.",
     502: "`AgentError` or `EndpointRefused`: the agent failed or its endpoint is not allowed.",
     503: "`AgentUnavailable` (circuit open, agent down), `RegistryUnavailable` or "
@@ -29,7 +33,7 @@ _ERRORS = {
 }
 _READ = (400, 401, 403, 404, 405, 429, 503)
 _WRITE = (400, 401, 403, 404, 405, 413, 415, 429, 503)
-_INVOKE = (400, 401, 403, 404, 405, 413, 415, 429, 502, 503, 504)
+_INVOKE = (400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 502, 503, 504)
 
 
 def aidip_openapi(aidip: Aidip) -> dict[str, Any]:
@@ -58,10 +62,10 @@ def aidip_openapi(aidip: Aidip) -> dict[str, Any]:
             "Search agents", {"200": listing}, _WRITE, body=ref("AidipSearch"))},
         f"{base}/{{id}}": {
             "get": _operation("Read an agent", {"200": one}, _READ, parameters=[agent_id]),
-            "put": _operation("Update an agent you own", {"200": one}, _WRITE,
+            "put": _operation("Update an agent you own", {"200": one}, (*_WRITE, 409),
                               parameters=[agent_id], body=ref("AidipAgentMetadata")),
             "delete": _operation("Delete an agent you own",
-                                 {"204": {"description": "Deleted."}}, _READ,
+                                 {"204": {"description": "Deleted."}}, (*_READ, 409),
                                  parameters=[agent_id]),
         },
         f"{base}/{{id}}/agent-card.json": {"get": _operation(

@@ -52,7 +52,8 @@ class Stream(Strict):
     cursor_field: FieldName
     consent_time_field: FieldName | None = None
     emitted_at: FieldName | None = Field(
-        None, description="Field whose value is a record's emitted_at (default: cursor_field).")
+        None, description="Field whose value is a record's emitted_at (default: cursor_field); "
+        "a caller who may not read it is given the time the gateway read the record instead.")
     range_filters: dict[FieldName, list[RangeOp]] = {}
     records: UpstreamOperation = Field(
         description="Reads a page of records. Placeholders: {subject} (the token's subject), "

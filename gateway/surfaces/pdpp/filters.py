@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import GatewayError
-from gateway.surfaces.pdpp.projection import Access, instant
+from gateway.instants import instant
+from gateway.surfaces.pdpp.projection import Access
 from gateway.surfaces.pdpp.streams import Record
 
 FILTER = re.compile(r"^filter\[([^\[\]]+)\](?:\[([^\[\]]+)\])?$")

@@ -28,7 +28,7 @@ from gateway.surfaces.pdpp.projection import (
     narrowed,
     stream_access,
 )
-from gateway.surfaces.pdpp.records import page_after, sort_records
+from gateway.surfaces.pdpp.records import page_after, position_of, sort_records
 from gateway.surfaces.pdpp.store import Entry, Store
 from gateway.surfaces.pdpp.streams import CompiledStream, read_all, read_one
 
@@ -120,20 +120,17 @@ class PdppService:
         order = request.order(params)
         wanted = narrowed(access, params.get("fields"))
         filters.check(params.filters, access)
-        binding = {"e": "records", "s": access.stream.name, "o": order,
+        field = access.order_field
+        binding = {"e": "records", "s": access.stream.name, "o": order, "k": field,
                    "f": _filters(params.filters), "g": grant_digest(ctx.principal)}
         position = self._position(params.get("cursor"), binding)
         entry = await self._entry(access.stream, ctx, generation)
-        rows = sort_records([r for r in entry.snapshot.records if access.admits(r)
-                             and filters.matches(r, params.filters, access)],
-                            access.stream.settings.cursor_field, order)
-        rows = page_after(rows, position, access.stream.settings.cursor_field, order)
+        rows = sort_records([r for r in access.visible(entry.snapshot.records)
+                             if filters.matches(r, params.filters, access)], field, order)
+        rows = page_after(rows, position, field, order)
         shown, more = rows[:limit], len(rows) > limit
-        cursor = None
-        if more:
-            last = shown[-1]
-            cursor = self.cursors.issue_position(binding, [last.data.get(
-                access.stream.settings.cursor_field), last.key])
+        cursor = self.cursors.issue_position(binding, position_of(shown[-1], field)) \
+            if more else None
         captured = entry.snapshot.captured_at
         document = render.page(
             f"{self.pdpp.base_path}/v1/streams/{access.stream.name}/records",
@@ -150,17 +147,20 @@ class PdppService:
         access = stream_access(ctx.principal, self.streams, http.path_params["stream"])
         wanted = narrowed(access, params.get("fields"))
         key = http.path_params["key"]
+        if not access.permits_key(key):  # outside the grant's resources: not even asked for
+            raise GatewayError(404, "not_found", "No such record.")
         stream = access.stream
         if stream.record_op is not None:
             target = generation.targets[stream.record_op.settings.upstream]
             found = await read_one(stream, _subject(ctx), key, target, self._fetch(ctx, generation))
-            emitted = ""
+            read_at = _now()
         else:
             entry = await self._entry(stream, ctx, generation)
-            found, emitted = entry.by_key.get(key), entry.snapshot.captured_at
-        if found is None or not access.admits(found):
+            found, read_at = entry.by_key.get(key), entry.snapshot.captured_at
+        view = access.view(found) if found is not None else None
+        if view is None:
             raise GatewayError(404, "not_found", "No such record.")
-        body = render.record(access, found, wanted, emitted or _now())
+        body = render.record(access, view, wanted, read_at)
         return render.json_response(body, ctx.request_id, version)
 
     @_pdpp
@@ -296,9 +296,10 @@ def grant_digest(principal: Principal) -> str:
     """Who is asking and under which grant: a cursor only continues for the same."""
     grant = principal.grant
     streams = sorted((name, sorted(g.fields) if g.fields is not None else "*", g.time_field,
-                      g.since, g.until) for name, g in (grant.streams.items() if grant else ()))
+                      g.since, g.until, sorted(g.resources) if g.resources is not None else "*")
+                     for name, g in (grant.streams.items() if grant else ()))
     identity = [principal.kind, principal.subject, principal.client_id,
-                grant.grant_id if grant else None, streams]
+                grant.grant_id if grant else None, grant.expires_at if grant else None, streams]
     return hashlib.sha256(orjson.dumps(identity)).hexdigest()[:32]
 
 

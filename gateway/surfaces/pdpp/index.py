@@ -15,10 +15,23 @@ SNIPPET_CHARS = 200
 
 
 class FieldIndex:
-    def __init__(self, values: list[Any]) -> None:
+    def __init__(self, values: list[Any], tokens: list[list[str]] | None = None) -> None:
         self.texts = [v if isinstance(v, str) else "" for v in values]
+        self._tokens = tokens
         self._bm25: bm25s.BM25 | None = None
         self._vectors: list[list[float]] | None = None
+
+    @property
+    def tokens(self) -> list[list[str]]:
+        if self._tokens is None:
+            self._tokens = [tokenize(text) or [""] for text in self.texts]
+        return self._tokens
+
+    def subset(self, positions: tuple[int, ...]) -> FieldIndex:
+        """An index of the records at `positions` alone (BM25's term statistics then come from
+        them only), reusing their tokens."""
+        return FieldIndex([self.texts[i] for i in positions],
+                          [self.tokens[i] for i in positions])
 
     def lexical(self, terms: list[str]) -> list[float]:
         """BM25 score of every record for the query terms (0: no match)."""
@@ -27,8 +40,7 @@ class FieldIndex:
             return [0.0] * len(self.texts)
         if self._bm25 is None:
             self._bm25 = bm25s.BM25()
-            self._bm25.index([tokenize(text) or [""] for text in self.texts],
-                             show_progress=False)
+            self._bm25.index(self.tokens, show_progress=False)
         vocabulary = self._bm25.vocab_dict
         present = [t for t in known if t in vocabulary]
         if not present:

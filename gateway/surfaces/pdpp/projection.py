@@ -1,17 +1,44 @@
 """What a caller may see of each stream, decided in this one place for records, search
 results and snippets: which streams, which fields (the grant's plus schema-required ones),
-which records (the grant's time window), and which fields a search may match."""
+which records (the grant's time window and `resources`), and which fields a search may match.
+
+Everything a response carries is derived from `Access.view`: the record cut down to what the
+caller may read. Sorting, cursors, `emitted_at`, filters, snippets and counts all work on that
+view, so a value of an ungranted field cannot reach a caller through any of them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.instants import instant
 from gateway.model import Principal, TokenKind
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
+
+
+class Readable(Mapping[str, Any]):
+    """A record's data as a caller may read it: the other fields are not there at all.
+    A read-through view, so cutting down every record of a stream costs next to nothing."""
+
+    __slots__ = ("_data", "_fields")
+
+    def __init__(self, data: Mapping[str, Any], fields: frozenset[str]) -> None:
+        self._data, self._fields = data, fields
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._fields:
+            raise KeyError(name)
+        return self._data[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._data if name in self._fields)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,9 +50,16 @@ class Access:
     time_field: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    resources: frozenset[str] | None = None  # the only record keys it may read; None: all
+
+    def permits_key(self, key: str) -> bool:
+        return self.resources is None or key in self.resources
 
     def admits(self, record: Record) -> bool:
-        """Inside the grant's time window (a record without a readable time is outside)."""
+        """Among the grant's records and inside its time window (a record without a readable
+        time is outside)."""
+        if not self.permits_key(record.key):
+            return False
         if self.time_field is None:
             return True
         moment = instant(record.data.get(self.time_field))
@@ -34,9 +68,38 @@ class Access:
         return (self.since is None or moment >= self.since) and \
             (self.until is None or moment < self.until)
 
+    def view(self, record: Record) -> Record | None:
+        """The record as this caller may see it (only readable fields); None if not at all."""
+        if not self.admits(record):
+            return None
+        if self.fields.issuperset(record.data):
+            return record
+        return Record(record.key, Readable(record.data, self.fields))
+
+    def visible(self, records: Iterable[Record]) -> list[Record]:
+        return [view for record in records if (view := self.view(record)) is not None]
+
     def project(self, record: Record, wanted: frozenset[str] | None = None) -> dict[str, Any]:
         shown = self.fields if wanted is None else wanted & self.fields
         return {name: value for name, value in record.data.items() if name in shown}
+
+    def emitted_at(self, record: Record, fallback: str) -> str:
+        """The record's `emitted_at` field only if the caller may read it; else `fallback`
+        (when the gateway read the record), which says nothing about any field."""
+        name = self.stream.emitted_field
+        value = record.data.get(name) if name in self.fields else None
+        return value if isinstance(value, str) and value else fallback
+
+    @property
+    def order_field(self) -> str | None:
+        """The field records are sorted and paged by, when the caller may read it; else
+        none (records then go by primary key alone)."""
+        name = self.stream.settings.cursor_field
+        return name if name in self.fields else None
+
+    def names_only(self, keys: Collection[str]) -> bool:
+        """The grant lists its records and every one of them is among `keys`."""
+        return self.resources is not None and all(key in keys for key in self.resources)
 
     def matchable(self, kind: str) -> tuple[str, ...]:
         """The fields a search of this kind may match: declared AND readable."""
@@ -63,16 +126,30 @@ def caller_access(principal: Principal,
     grant = principal.grant
     if principal.kind is not TokenKind.CLIENT or grant is None:
         return {}
+    _check_expiry(grant.expires_at)
     found = {}
     for name, stream_grant in grant.streams.items():
         stream = streams.get(name)
         if stream is None:
             continue
         schema = frozenset(stream.settings.fields)
+        if stream_grant.time_field is not None and stream_grant.time_field not in schema:
+            raise GatewayError(403, "grant_invalid",
+                               "The grant's time constraint names no field of its stream.")
         granted = schema if stream_grant.fields is None else stream_grant.fields & schema
         found[name] = Access(stream, granted | stream.required, stream_grant.time_field,
-                             _bound(stream_grant.since), _bound(stream_grant.until))
+                             _bound(stream_grant.since), _bound(stream_grant.until),
+                             stream_grant.resources)
     return found
+
+
+def _check_expiry(expires_at: str | None) -> None:
+    """Checked on every request: a principal may be cached past its grant's expiry."""
+    if expires_at is None:
+        return
+    moment = instant(expires_at)
+    if moment is None or moment <= datetime.now(UTC):
+        raise GatewayError(403, "grant_expired", "The grant has expired.")
 
 
 def stream_access(principal: Principal, streams: Mapping[str, CompiledStream],
@@ -102,17 +179,6 @@ def narrowed(access: Access, requested: str | None) -> frozenset[str] | None:
             raise GatewayError(403, "field_not_granted",
                                f"The grant does not include field {name!r}.", _param("fields"))
     return frozenset(names) | access.stream.required | {access.stream.settings.primary_key}
-
-
-def instant(value: Any) -> datetime | None:
-    """An ISO 8601 timestamp as an aware datetime (naive ones are UTC); None if not one."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _bound(value: str | None) -> datetime | None:

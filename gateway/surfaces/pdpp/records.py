@@ -1,5 +1,9 @@
-"""Record-list order: by (cursor_field, primary key), absent values last, and the
-direction-bound keyset position a page cursor continues after."""
+"""Record-list order: by (cursor_field, primary key) in the requested direction, absent values
+last, and the direction-bound keyset position a page cursor continues after.
+
+`field` is None when the caller may not read the cursor field: every value then counts as
+absent and records go by primary key alone, so the order says nothing about that field.
+"""
 
 from __future__ import annotations
 
@@ -8,29 +12,42 @@ from typing import Any
 from gateway.surfaces.pdpp.streams import Record
 
 
-def sort_records(records: list[Record], field: str, order: str) -> list[Record]:
-    present = [r for r in records if r.data.get(field) is not None]
-    absent = sorted((r for r in records if r.data.get(field) is None), key=lambda r: r.key)
-    present.sort(key=lambda r: (_value(r.data.get(field)), r.key), reverse=order == "desc")
+def sort_records(records: list[Record], field: str | None, order: str) -> list[Record]:
+    present = [r for r in records if _field(r, field) is not None]
+    absent = [r for r in records if _field(r, field) is None]
+    descending = order == "desc"
+    present.sort(key=lambda r: (_value(_field(r, field)), r.key), reverse=descending)
+    absent.sort(key=lambda r: r.key, reverse=descending)
     return present + absent
 
 
-def page_after(records: list[Record], position: list[Any] | None, field: str,
+def position_of(record: Record, field: str | None) -> list[Any]:
+    """The keyset position a page ending at `record` continues after."""
+    return [_field(record, field), record.key]
+
+
+def page_after(records: list[Record], position: list[Any] | None, field: str | None,
                order: str) -> list[Record]:
     """The records strictly after `position` ([cursor value, key]) in this order."""
     if position is None:
         return records
     value, key = position
-    return [r for r in records if _after(r.data.get(field), r.key, value, key, order)]
+    return [r for r in records if _after(_field(r, field), r.key, value, key, order)]
+
+
+def _field(record: Record, field: str | None) -> Any:
+    return record.data.get(field) if field is not None else None
 
 
 def _after(value: Any, key: str, last_value: Any, last_key: str, order: str) -> bool:
+    def beyond(mine: Any, theirs: Any) -> bool:
+        return bool(mine > theirs if order == "asc" else mine < theirs)
+
     if last_value is None:  # the previous page ended among the absent values
-        return value is None and key > last_key
+        return value is None and beyond(key, last_key)
     if value is None:
         return True
-    mine, theirs = (_value(value), key), (_value(last_value), last_key)
-    return mine > theirs if order == "asc" else mine < theirs
+    return beyond((_value(value), key), (_value(last_value), last_key))
 
 
 def _value(value: Any) -> tuple[int, Any]:

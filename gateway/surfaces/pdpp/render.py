@@ -55,7 +55,8 @@ def error_response(error: GatewayError, request_id: str, version: str = "") -> R
 def record(access: Access, item: Record, wanted: frozenset[str] | None,
            emitted_fallback: str) -> dict[str, Any]:
     return {"object": "record", "id": item.key, "stream": access.stream.name,
-            "data": access.project(item, wanted), "emitted_at": item.emitted_at or emitted_fallback,
+            "data": access.project(item, wanted),
+            "emitted_at": access.emitted_at(item, emitted_fallback),
             "connector_id": access.stream.connector_id}
 
 
@@ -65,7 +66,7 @@ def search_result(found: Found, base_path: str, semantic: bool,
     result: dict[str, Any] = {
         "object": "search_result", "stream": stream.name, "record_key": found.record.key,
         "connector_id": stream.connector_id,
-        "emitted_at": found.record.emitted_at or emitted_fallback,
+        "emitted_at": found.access.emitted_at(found.record, emitted_fallback),
         "matched_fields": list(found.matched),
         "record_url": f"{base_path}/v1/streams/{stream.name}/records/"
                       f"{quote(found.record.key, safe='')}",

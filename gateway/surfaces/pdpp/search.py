@@ -2,7 +2,9 @@
 
 The matchable fields of each stream (declared AND granted) are decided before anything is
 read or asked: a stream with none is skipped, an upstream search is sent only those, and
-the gateway's own indexes score only those. Snippets are checked by `Access.snippet`."""
+the gateway's own indexes score only those. Only the records a caller may see, as
+`Access.view` shows them, are ever scored, matched, filtered, counted or snipped; snippets are
+checked again by `Access.snippet`."""
 
 from __future__ import annotations
 
@@ -46,15 +48,16 @@ async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_f
         if not fields or not terms:
             continue  # nothing this caller may match here: the stream is not searched
         entry = await entry_for(access.stream)
-        truncated |= entry.snapshot.truncated
+        truncated |= _truncated(entry, access)
+        visible = _visible(entry, access)
         if access.stream.lexical_op is not None:
             keys = await upstream_ids(access.stream, fields)
-            scored = _upstream_scores(entry, keys, fields, set(terms))
+            scored = _upstream_scores(keys, visible, fields, set(terms))
         else:
-            scored = _index_scores(entry, fields, terms)
+            scored = _index_scores(entry, visible, fields, terms)
         for position, per_field in scored:
-            record = entry.snapshot.records[position]
-            if not (access.admits(record) and matches(record, filters, access)):
+            record = visible[position]
+            if not matches(record, filters, access):
                 continue
             matched = tuple(f for f in fields if per_field.get(f, 0) > 0)
             if not matched:
@@ -76,10 +79,11 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
         if not fields or not any(query):
             continue
         entry = await entry_for(access.stream)
-        truncated |= entry.snapshot.truncated
+        truncated |= _truncated(entry, access)
+        # A cosine is one record's own: scoring every record gives each the same value.
         similarities = {f: entry.index(f).semantic(query) for f in fields}
-        for position, record in enumerate(entry.snapshot.records):
-            if not (access.admits(record) and matches(record, filters, access)):
+        for position, record in _visible(entry, access).items():
+            if not matches(record, filters, access):
                 continue
             best = max(fields, key=lambda f: similarities[f][position])
             score = similarities[best][position]
@@ -91,25 +95,38 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
     return Ranked(_rank(found), truncated)
 
 
-def _index_scores(entry: Entry, fields: tuple[str, ...],
+def _visible(entry: Entry, access: Access) -> dict[int, Record]:
+    """What the caller may see of each record it may see, by its position in the snapshot."""
+    return {i: view for i, record in enumerate(entry.snapshot.records)
+            if (view := access.view(record)) is not None}
+
+
+def _truncated(entry: Entry, access: Access) -> bool:
+    """Records may be missing: unless the grant lists its records and all were read."""
+    return entry.snapshot.truncated and not access.names_only(entry.by_key)
+
+
+def _index_scores(entry: Entry, visible: dict[int, Record], fields: tuple[str, ...],
                   terms: list[str]) -> list[tuple[int, dict[str, float]]]:
-    per_field = {f: entry.index(f).lexical(terms) for f in fields}
-    count = len(entry.snapshot.records)
-    return [(i, {f: per_field[f][i] for f in fields}) for i in range(count)
+    """BM25 over the visible records only: its term statistics are taken from the corpus
+    scored, so records the caller may not see must not be in it (they would sway the order)."""
+    positions = tuple(visible)
+    per_field = {f: entry.index(f, positions).lexical(terms) for f in fields}
+    return [(p, {f: per_field[f][i] for f in fields}) for i, p in enumerate(positions)
             if any(per_field[f][i] > 0 for f in fields)]
 
 
-def _upstream_scores(entry: Entry, keys: list[str], fields: tuple[str, ...],
+def _upstream_scores(keys: list[str], visible: dict[int, Record], fields: tuple[str, ...],
                      terms: set[str]) -> list[tuple[int, dict[str, float]]]:
-    """Upstream hits in its order; a field counts as matched only if it holds a query term
-    (a hit the gateway cannot attribute to a matchable field is not shown)."""
-    positions = {r.key: i for i, r in enumerate(entry.snapshot.records)}
+    """Upstream hits in its order, ranked among the visible ones only; a field counts as
+    matched only if it holds a query term (a hit the gateway cannot attribute to a matchable
+    field is not shown)."""
+    positions = {record.key: i for i, record in visible.items()}
+    shown = [key for key in dict.fromkeys(keys) if key in positions]
     scored = []
-    for rank, key in enumerate(dict.fromkeys(keys)):
-        if key not in positions:
-            continue
-        record = entry.snapshot.records[positions[key]]
-        gain = float(len(keys) - rank)
+    for rank, key in enumerate(shown):
+        record = visible[positions[key]]
+        gain = float(len(shown) - rank)
         scored.append((positions[key], {f: gain for f in fields
                                         if terms & set(tokenize(_text(record, f)))}))
     return scored

@@ -14,6 +14,7 @@ from gateway.surfaces.pdpp.streams import CompiledStream, Record, Snapshot
 
 Loader = Callable[[], Awaitable[tuple[list[Record], bool]]]
 MAX_ENTRIES = 512
+MAX_SUBSET_INDEXES = 4  # per entry: indexes over the records some narrower grant may see
 
 
 class Entry:
@@ -22,12 +23,25 @@ class Entry:
         self.taken = time.monotonic()
         self.by_key = {record.key: record for record in snapshot.records}
         self._indexes: dict[str, FieldIndex] = {}
+        self._subsets: OrderedDict[tuple[str, tuple[int, ...]], FieldIndex] = OrderedDict()
 
-    def index(self, field: str) -> FieldIndex:
-        """The index of one field; only fields a search may match are ever asked for."""
-        if field not in self._indexes:
-            self._indexes[field] = FieldIndex([r.data.get(field) for r in self.snapshot.records])
-        return self._indexes[field]
+    def index(self, field: str, positions: tuple[int, ...] | None = None) -> FieldIndex:
+        """The index of one field over every record, or over the records at `positions`
+        (its scores then go by `positions`, in that order). Only fields a search may match
+        are ever asked for."""
+        records = self.snapshot.records
+        if positions is None or len(positions) == len(records):
+            if field not in self._indexes:
+                self._indexes[field] = FieldIndex([r.data.get(field) for r in records])
+            return self._indexes[field]
+        key = (field, positions)
+        found = self._subsets.get(key)
+        if found is None:
+            found = self._subsets[key] = self.index(field).subset(positions)
+            while len(self._subsets) > MAX_SUBSET_INDEXES:
+                self._subsets.popitem(last=False)
+        self._subsets.move_to_end(key)
+        return found
 
 
 class Store:

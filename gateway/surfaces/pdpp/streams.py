@@ -3,7 +3,7 @@ from the legacy API (paged list calls, fields mapped with JMESPath)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +23,11 @@ FetchJson = Callable[[Any], Awaitable[Any]]  # one UpstreamCall -> the upstream'
 
 @dataclass(frozen=True, slots=True)
 class Record:
+    """One record as read from the upstream: every mapped field. What a caller is shown of it
+    is `Access.view(record)` (projection.py), never this."""
+
     key: str
-    data: dict[str, Any]
-    emitted_at: str
+    data: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,11 @@ class CompiledStream:
         return frozenset(n for n, spec in self.settings.fields.items() if spec.required)
 
     @property
+    def emitted_field(self) -> str:
+        """The field a record's `emitted_at` is read from."""
+        return self.settings.emitted_at or self.settings.cursor_field
+
+    @property
     def scalar_fields(self) -> frozenset[str]:
         return frozenset(n for n, spec in self.settings.fields.items() if spec.type in SCALARS)
 
@@ -68,8 +75,7 @@ class CompiledStream:
         key = data.get(self.settings.primary_key)
         if key is None or isinstance(key, bool | dict | list):
             return None
-        emitted = data.get(self.settings.emitted_at or self.settings.cursor_field)
-        return Record(str(key), data, emitted if isinstance(emitted, str) else "")
+        return Record(str(key), data)
 
 
 def searchable(stream: Stream, declared: list[str]) -> tuple[str, ...]:
