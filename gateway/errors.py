@@ -27,6 +27,13 @@ def request_too_large(limit: int) -> GatewayError:
     )
 
 
+def upstream_url_too_long() -> GatewayError:
+    """The caller's values would make an upstream URL longer than servers accept: a client
+    error, found before anything is sent (else the upstream's 414 / 431 would be a 502)."""
+    return GatewayError(400, "invalid_request",
+                        "The request's values are too long to send to the upstream service.")
+
+
 def upstream_unavailable() -> GatewayError:
     return GatewayError(502, "upstream_unavailable", "The upstream service could not be reached.")
 

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 RawHeaders = list[tuple[bytes, bytes]]
 log = logging.getLogger("aigw.pipeline")
 MAX_UPSTREAM_JSON_BYTES = 32 * 1024 * 1024
+# The longest upstream URL sent: 8 KiB is the request line common servers accept (nginx's
+# default large_client_header_buffers); past it they answer 414 or 431.
+MAX_UPSTREAM_URL_BYTES = 8192
 
 
 class Authenticator(Protocol):
@@ -258,6 +261,8 @@ async def call_upstream_json(
     url = call.target.url + call.path
     if call.params:
         url += "?" + urlencode(call.params, doseq=True)
+    if len(url.encode()) > MAX_UPSTREAM_URL_BYTES:
+        raise errors.upstream_url_too_long()
     headers: RawHeaders = [
         (b"host", call.target.host), (b"accept", b"application/json"),
         (b"x-request-id", ctx.request_id.encode()), (b"via", b"1.1 aigw"),

@@ -10,6 +10,7 @@ from ipaddress import ip_address
 from urllib.parse import urlsplit
 
 from gateway import registry
+from gateway.ratelimit.keys import self_declared_key_warnings
 from gateway.settings import Settings
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
@@ -22,6 +23,7 @@ def core_warnings(settings: Settings) -> list[Problem]:
         found.append(("public_base_url",
                       f"expected an https:// URL, got {url!r}: discovery documents and the "
                       "URLs they give must be served over HTTPS (AI Discovery §6.4, AIDRE §3.1)"))
+    found.extend(self_declared_key_warnings(settings.rate_limits))
     return found + public_rule_warnings(settings)
 
 

@@ -8,6 +8,7 @@ GET /search?q=slow             -> answers after 3 seconds
 GET /search?q=...              -> the one long article's hit
 GET /article/{id}              -> the long article (many sentences), with ad fields
 GET /unmappable                -> JSON whose items are not a list
+GET /count                     -> {"requests": how many requests it was sent before this one}
 """
 
 from __future__ import annotations
@@ -27,10 +28,17 @@ ADS = {"price": 9.99, "currency": "USD", "sponsored": True, "advertiser": "AdCo 
        "bid": {"cpm": 2.5, "auction_id": "auc-123"}}
 
 
+SEEN = {"requests": 0}
+
+
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
     path = scope["path"]
+    if path == "/count":
+        await _json(send, SEEN)
+        return
+    SEEN["requests"] += 1
     query = parse_qs(scope["query_string"].decode())
     q = query.get("q", [""])[0]
     if path == "/search" and q == "slow":

@@ -277,6 +277,24 @@ def test_declared_constraints_are_policy_violations(gateway, changes):
 
 
 @pytest.mark.parametrize("changes", [
+    {"platform": {"id": "Scraper-Bot"}},
+    {"platform": {"id": " scraper-bot "}},
+    {"platform": {"id": "scraper-bot\u3000"}},  # an ideographic space
+    {"platform": {"id": "\uff33craper-\uff22ot"}},  # full-width S and B
+    {"context": {"language": "en-US", "placement": "Voice"}},
+    {"extensions": {"aigw": {"use": "Training"}}},
+    {"extensions": {"aigw": {"use": ["answer", " TRAINING"]}}},
+])
+def test_deny_rules_match_names_whatever_their_case_width_or_spacing(gateway, changes):
+    denial(retrieve(gateway, ask(**changes)), "policy_violation")
+
+
+def test_allowed_names_match_whatever_their_case_or_spacing(gateway):
+    answer(retrieve(gateway, ask(context={"language": "en-US", "placement": " Chat "})), 200,
+           "ok")
+
+
+@pytest.mark.parametrize("changes", [
     {"extensions": {"aigw": {"source": "nope"}}},
     {"extensions": {"aigw": {"mode": "full_article"}}},
     {"query": None},  # nothing to retrieve by
@@ -299,7 +317,8 @@ def test_access_disabled_when_paused_off_or_past_sunset(backend, canned, gateway
     assert not [e.message for e in DECLARATION.iter_errors(document)]
 
 
-def test_rate_limited_per_platform_id(backend, canned, gateway_factory, tmp_path):
+def test_an_anonymous_caller_is_limited_by_address_whatever_platform_it_declares(
+        backend, canned, gateway_factory, tmp_path):
     limits = {"storage": "memory://", "rules": [
         {"name": "aip", "paths": ["/pag/retrieve"], "key": "platform", "limit": "2/minute"}]}
     limited = gateway_factory(aip_config(backend, canned, tmp_path, rate_limits=limits))
@@ -309,7 +328,56 @@ def test_rate_limited_per_platform_id(backend, canned, gateway_factory, tmp_path
     refused = retrieve(limited, ask("canned", "sizes:5", **first))
     body = denial(refused, "rate_limited", 429)
     assert body["request_id"] == "req_92fA1" and int(refused.headers["retry-after"]) >= 1
-    answer(retrieve(limited, ask("canned", "sizes:5", platform={"id": "platform-b"})), 200, "ok")
+    for fresh in range(5):  # a fresh platform id is no fresh quota
+        renamed = ask("canned", "sizes:5", platform={"id": f"platform-fresh-{fresh}"})
+        denial(retrieve(limited, renamed), "rate_limited", 429)
+
+
+def test_the_platform_key_narrows_only_an_authenticated_callers_quota():
+    from gateway.context import RequestContext
+    from gateway.model import Principal, TokenKind
+    from gateway.ratelimit.config import Rule
+    from gateway.ratelimit.limiter import CompiledRule
+
+    rule = CompiledRule(Rule(name="aip", key="platform", limit="2/minute"))
+
+    def key(platform: str, principal: Principal | None = None) -> str:
+        ctx = RequestContext("r", "POST", "/pag/retrieve", "10.0.0.1")
+        ctx.platform_id = platform
+        if principal is not None:
+            ctx.principal = principal
+        return rule.key(ctx)
+
+    assert key("platform-a") == key("platform-b") == "address:10.0.0.1"
+    crm = Principal(subject="crm", client_id="crm", kind=TokenKind.CLIENT)
+    assert key("platform-a", crm) != key("platform-b", crm)
+    assert key("platform-a", crm).endswith("|client:crm")
+
+
+def test_validate_warns_on_a_limit_keyed_only_on_a_declared_value(backend, canned, tmp_path):
+    from gateway.loader import load_config
+
+    def warnings_for(rules: list[dict]) -> list[str]:
+        config = aip_config(backend, canned, tmp_path,
+                            rate_limits={"storage": "memory://", "rules": rules})
+        path = tmp_path / "warned.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return [f"{w.path}: {w.message}" for w in load_config(path, env={}).warnings
+                if w.path.startswith("rate_limits.rules")]
+
+    by_platform = {"name": "aip", "paths": ["/pag/retrieve", "/pag/events"],
+                   "key": "platform", "limit": "60/minute"}
+    [warning] = warnings_for([by_platform])
+    assert warning.startswith("rate_limits.rules[0].key: expected a rule keyed on the caller")
+    assert "'platform' is declared by each request" in warning
+    by_caller = {"name": "callers", "paths": ["/pag"], "key": "client", "limit": "120/minute"}
+    assert warnings_for([by_platform, by_caller]) == []
+    only_retrieve = {**by_caller, "paths": ["/pag/retrieve"]}  # /pag/events left unbounded
+    assert len(warnings_for([by_platform, only_retrieve])) == 1
+    posts_only = {**by_caller, "methods": ["POST"]}
+    assert len(warnings_for([by_platform, posts_only])) == 1  # the platform rule counts any
+    assert warnings_for([{**by_platform, "methods": ["POST"]}, posts_only]) == []
+    assert warnings_for([{**by_platform, "key": "address"}]) == []
 
 
 # --------------------------------------------------------------------------- errors
@@ -354,6 +422,58 @@ def test_invalid_requests_are_errors_echoing_a_readable_request_id(gateway, cont
     body = answer(response, 415 if content_type == "text/plain" else 400, "error")
     assert body["error"]["code"] == "invalid_request"
     assert body["request_id"] == (request_id or response.headers["x-request-id"])
+
+
+def upstream_requests(canned: str) -> int:
+    return httpx.get(canned + "/count").json()["requests"]
+
+
+def test_a_105_kb_query_text_is_invalid_request_without_an_upstream_call(gateway, canned):
+    before = upstream_requests(canned)
+    response = retrieve(gateway, ask("canned", "q" * 105_000))
+    body = answer(response, 400, "error")
+    assert body["error"]["code"] == "invalid_request"
+    assert "runtime/query_text" in body["error"]["message"] and "1024" in body["error"]["message"]
+    answer(retrieve(gateway, ask("canned", "q" * 1024)), 200, "ok")  # at the cap: served
+    assert upstream_requests(canned) == before + 1
+    padded = retrieve(gateway, ask("canned", "q", extensions={"pad": ["x" * 2000] * 150}))
+    body = answer(padded, 413, "error")  # ~300 KB: past aip.retrieve_max_bytes, never parsed
+    assert body["error"] == {"code": "request_too_large",
+                             "message": "Request body exceeds 262144 bytes."}
+
+
+def test_an_upstream_url_too_long_is_a_client_error_before_anything_is_sent(
+        backend, canned, gateway_factory, tmp_path):
+    roomy = gateway_factory(aip_config(backend, canned, tmp_path,
+                                       aip={"retrieval": {"max_query_chars": 100_000}}))
+    before = upstream_requests(canned)
+    response = retrieve(roomy, ask("canned", "ü" * 3000))  # 18 KB percent-encoded
+    body = answer(response, 400, "error")
+    assert body["error"] == {"code": "invalid_request", "message":
+                             "The request's values are too long to send to the upstream service."}
+    assert upstream_requests(canned) == before
+    answer(retrieve(roomy, ask("canned", "q" * 5000)), 200, "ok")
+    assert upstream_requests(canned) == before + 1
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"x": value}
+    return value
+
+
+@pytest.mark.parametrize("changes", [
+    {"extensions": nested(300)},
+    {"extensions": {"other": ["a" * 3000]}},
+    {"extensions": {"k" * 3000: 1}},
+    {"platform": {"id": "p" * 3000}},
+])
+def test_bodies_too_deep_or_with_strings_too_long_are_invalid_requests(gateway, changes):
+    body = answer(retrieve(gateway, ask(**changes)), 400, "error")
+    assert body["error"]["code"] == "invalid_request"
+    assert body["request_id"] == "req_92fA1"
+    assert "k" * 100 not in body["error"]["message"]  # a member name is never echoed at length
 
 
 def test_wrong_method_answers_in_the_aip_dialect(gateway: Gateway):

@@ -3,6 +3,7 @@ field, the JSON-lines and Redis-stream sinks, nothing lost on close, and `aigw a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import subprocess
@@ -10,11 +11,13 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import orjson
 import pytest
 import redis
 import yaml
 from processes import ROOT, free_port
 
+from gateway.errors import GatewayError
 from gateway.surfaces.aip.events import (
     EventSinkUnavailable,
     JsonlSink,
@@ -23,6 +26,8 @@ from gateway.surfaces.aip.events import (
     citation_problem,
     create_sink,
 )
+from gateway.surfaces.aip.ledger import Claim, EventLedger
+from gateway.surfaces.aip.nonces import MemoryNonceStore, RedisNonceStore
 from gateway.surfaces.aip.signing_config import Events
 
 REDIS_URL = "redis://127.0.0.1:6379/15"
@@ -135,13 +140,74 @@ async def test_nothing_queued_is_lost_on_close(tmp_path):
     path = tmp_path / "events.jsonl"
     sink = JsonlSink(str(path), queue_size=1000)
     written = [event(number) for number in range(500)]
-    for item in written:
-        await sink.emit(item)
+    emits = [asyncio.create_task(sink.emit(item)) for item in written]
+    await asyncio.sleep(0)  # every emit has queued its line
     assert not path.exists() or path.read_text().count("\n") < 500  # still queued
     await sink.aclose()
+    await asyncio.gather(*emits)
     assert [json.loads(line) for line in path.read_text().splitlines()] == written
     with pytest.raises(EventSinkUnavailable):
         await sink.emit(event(501))
+
+
+async def test_an_emit_returns_once_its_line_is_written_and_a_failed_write_raises(tmp_path):
+    path = tmp_path / "events.jsonl"
+    sink = JsonlSink(str(path))
+    first = event(1)
+    await sink.emit(first)
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [first]
+    await sink.aclose()
+    (tmp_path / "blocked").write_text("a file where a directory must be")
+    broken = JsonlSink(str(tmp_path / "blocked" / "events.jsonl"))
+    with pytest.raises(EventSinkUnavailable):
+        await broken.emit(event(2))
+    await broken.aclose()
+
+
+def lines_of(files: list[Path]) -> list[dict]:
+    return [json.loads(line) for file in files for line in file.read_text().splitlines()]
+
+
+def rotated(path: Path) -> list[Path]:
+    """The current file and its rotated ones, oldest first."""
+    numbered = [f for f in path.parent.glob(path.name + ".*") if f.suffix[1:].isdigit()]
+    return [*sorted(numbered, key=lambda f: -int(f.suffix[1:])), path]
+
+
+async def test_the_file_rotates_by_size_and_keeps_n_files_losing_no_event(tmp_path):
+    path = tmp_path / "events.jsonl"
+    size = len(orjson.dumps(event(10))) + 1
+    sink = JsonlSink(str(path), max_file_bytes=4 * size, keep_files=3)
+    written = [event(number) for number in range(10, 26)]  # 16 events: 4 files of 4
+    for item in written:
+        await sink.emit(item)
+    await sink.aclose()
+    files = rotated(path)
+    assert [f.name for f in files] == [f"events.jsonl.{n}" for n in (3, 2, 1)] + ["events.jsonl"]
+    assert all(f.stat().st_size <= 4 * size for f in files)
+    assert lines_of(files) == written  # every event, in order, none split across files
+    assert await create_sink(Events(file=str(path), keep_files=3)).read() == written
+    more = JsonlSink(str(path), max_file_bytes=4 * size, keep_files=3)
+    for item in (extra := [event(number) for number in range(26, 34)]):
+        await more.emit(item)
+    await more.aclose()
+    files = rotated(path)
+    assert len(files) == 4  # the oldest files beyond keep_files were dropped ...
+    assert lines_of(files) == (written + extra)[-16:]  # ... and nothing newer than them
+
+
+async def test_two_writers_rotating_one_file_lose_and_split_no_line(tmp_path):
+    path = str(tmp_path / "events.jsonl")
+    size = len(orjson.dumps(event(100))) + 1
+    old, new = (JsonlSink(path, max_file_bytes=3 * size, keep_files=1000) for _ in range(2))
+    await asyncio.gather(*((old if number % 2 else new).emit(event(number))
+                           for number in range(100, 200)))
+    await old.aclose()
+    await new.aclose()
+    stored = lines_of(rotated(tmp_path / "events.jsonl"))
+    assert sorted(item["request_id"] for item in stored) == sorted(
+        f"req_{number}" for number in range(100, 200))
+    assert all(f.stat().st_size <= 3 * size for f in rotated(tmp_path / "events.jsonl"))
 
 
 async def test_a_full_queue_makes_callers_wait_instead_of_dropping(tmp_path):
@@ -237,3 +303,89 @@ def test_aigw_aip_events_reports_an_unreachable_redis_without_a_traceback(tmp_pa
 def test_events_config_defaults_to_a_jsonl_file():
     assert isinstance(create_sink(Events()), JsonlSink)
     assert Path(Events().file).name == "aip-events.jsonl"
+
+
+# --------------------------------------------------------------------------- the event ledger
+
+
+def memory_ledger(entries: int, clock: list[float], retention: float = 100) -> EventLedger:
+    return EventLedger(MemoryNonceStore(entries, clock=lambda: clock[0], evict=True), retention)
+
+
+async def test_the_ledger_knows_issued_request_ids_per_platform_for_the_retention():
+    clock = [0.0]
+    ledger = memory_ledger(100, clock)
+    await ledger.issue("acme", "req_1")
+    assert await ledger.issued("acme", "req_1")
+    assert not await ledger.issued("other", "req_1")  # issued to another platform
+    assert not await ledger.issued("acme", "req_2")
+    clock[0] += 100
+    assert not await ledger.issued("acme", "req_1")  # past the retention
+
+
+async def test_an_event_id_is_claimed_once_per_platform_and_a_retry_is_told_apart():
+    ledger = memory_ledger(100, [0.0])
+    assert await ledger.claim("acme", "evt_1", b"digest-a") is Claim.NEW
+    assert await ledger.claim("acme", "evt_1", b"digest-a") is Claim.RETRY
+    assert await ledger.claim("acme", "evt_1", b"digest-b") is Claim.CONFLICT
+    assert await ledger.claim("other", "evt_1", b"digest-b") is Claim.NEW  # not squatted
+    await ledger.release("acme", "evt_1")  # the event could not be stored
+    assert await ledger.claim("acme", "evt_1", b"digest-b") is Claim.NEW
+
+
+async def test_the_memory_store_is_bounded_and_evicts_a_request_before_its_events():
+    clock = [0.0]
+    ledger = memory_ledger(4, clock)
+    await ledger.issue("acme", "req_old")
+    clock[0] += 1
+    assert await ledger.claim("acme", "evt_old", b"d") is Claim.NEW
+    for number in range(3):  # fills the store: the entry closest to expiry goes first
+        clock[0] += 1
+        await ledger.issue("acme", f"req_{number}")
+    store = ledger._store
+    assert isinstance(store, MemoryNonceStore) and len(store) == 4
+    assert not await ledger.issued("acme", "req_old")  # evicted: can no longer be cited ...
+    assert await ledger.claim("acme", "evt_old", b"d") is Claim.RETRY  # ... its event remains
+
+
+async def test_a_discarded_entry_written_again_outlives_its_old_expiry():
+    clock = [0.0]
+    store = MemoryNonceStore(10, clock=lambda: clock[0], evict=True)
+    assert await store.add("event", "e", 10, b"first")
+    await store.discard("event", "e")
+    clock[0] += 5
+    assert await store.add("event", "e", 10, b"second")
+    clock[0] += 6  # past the first write's expiry, before the second's
+    assert await store.add("event", "other", 10)  # purges what expired
+    assert await store.get("event", "e") == b"second"
+
+
+async def test_two_replicas_share_the_ledger_through_redis():
+    prefix = f"test-aip-ledger-{secrets.token_hex(6)}"
+    first = EventLedger(RedisNonceStore(REDIS_URL, prefix, 1.0), 60)
+    second = EventLedger(RedisNonceStore(REDIS_URL, prefix, 1.0), 60)
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        await first.issue("acme", "req_1")
+        assert await second.issued("acme", "req_1")
+        assert await first.claim("acme", "evt_1", b"d") is Claim.NEW
+        assert await second.claim("acme", "evt_1", b"d") is Claim.RETRY
+        assert await second.claim("acme", "evt_1", b"x") is Claim.CONFLICT
+        [issued] = client.keys(f"{prefix}:issued:*")
+        [claimed] = client.keys(f"{prefix}:event:*")
+        assert 59_000 < client.pttl(issued) <= 60_000 < client.pttl(claimed) <= 61_000
+    finally:
+        for key in client.keys(f"{prefix}:*"):
+            client.delete(key)
+        client.close()
+        await first.aclose()
+        await second.aclose()
+
+
+async def test_an_unreachable_ledger_store_is_a_503():
+    ledger = EventLedger(RedisNonceStore(f"redis://127.0.0.1:{free_port()}/0", "p", 0.5), 60)
+    with pytest.raises(GatewayError) as refused:
+        await ledger.issued("acme", "req_1")
+    assert (refused.value.status, refused.value.code) == (503, "events_unavailable")
+    await ledger.release("acme", "evt_1")  # best effort: never raises
+    await ledger.aclose()

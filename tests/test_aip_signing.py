@@ -242,6 +242,34 @@ async def test_malformed_headers_are_refused_by_name(secrets_env, header, value)
     assert result == SigningFailure("malformed_header", 401, f"Malformed {header} header")
 
 
+@pytest.mark.parametrize("header", HEADERS)
+@pytest.mark.parametrize("order", ["bogus-first", "valid-first", "same-twice"])
+async def test_a_repeated_signing_header_is_refused_whatever_its_copies_hold(secrets_env,
+                                                                           header, order):
+    from starlette.datastructures import Headers
+
+    valid = signed()
+    copies = {"bogus-first": ["bogus-value-0123456789", valid[header]],
+              "valid-first": [valid[header], "bogus-value-0123456789"],
+              "same-twice": [valid[header]] * 2}[order]
+    raw = [(name.lower().encode(), value.encode()) for name, value in valid.items()
+           if name != header] + [(header.lower().encode(), copy.encode()) for copy in copies]
+    check = verifier()
+    result = await check.verify("POST", PATH, Headers(raw=raw), BODY, NOW)
+    assert result == SigningFailure("repeated_header", 401, f"Repeated {header} header")
+    assert isinstance(await check.verify("POST", PATH, valid, BODY, NOW), VerifiedKey)
+
+
+async def test_a_signature_proves_its_keys_platform(secrets_env):
+    result = await verifier().verify("POST", PATH, signed(), BODY, NOW)
+    assert isinstance(result, VerifiedKey) and result.platform == "plat_1"  # by default
+    keys = {"plat_1": {"secret_env": "AIP_SECRET_PLAT1", "platform": " Acme-Assistant "}}
+    named = Verifier(Signing.model_validate({"enabled": True, "keys": keys}),
+                     MemoryNonceStore(10))
+    result = await named.verify("POST", PATH, signed(), BODY, NOW)
+    assert isinstance(result, VerifiedKey) and result.platform == "acme-assistant"
+
+
 async def test_the_signature_is_compared_in_constant_time(secrets_env, monkeypatch):
     calls = []
     real = signing_module.hmac.compare_digest

@@ -32,13 +32,15 @@ API_KEY = "legacy-key-for-the-fallback"
 def signing_section(workdir: Path, **changes: Any) -> dict[str, Any]:
     secret_file = workdir / "plat_1.secret"
     secret_file.write_bytes(SECRET + b"\n")
-    return {"enabled": True, "keys": {"plat_1": {"secret_file": str(secret_file)}},
-            "sign_responses": True, **changes}
+    return {"enabled": True, "sign_responses": True,
+            "keys": {"plat_1": {"secret_file": str(secret_file), "platform": "acme-assistant"}},
+            **changes}
 
 
 def config(backend: str, canned: str, workdir: Path, *, signing: dict | None = None,
-           events: dict | None = None, **top: Any) -> dict[str, Any]:
-    section: dict[str, Any] = {"events": events or {"file": str(workdir / "events.jsonl")}}
+           events: dict | None = None, aip: dict | None = None, **top: Any) -> dict[str, Any]:
+    section: dict[str, Any] = {"events": events or {"file": str(workdir / "events.jsonl")},
+                               **(aip or {})}
     if signing is not None:
         section["signing"] = signing
     return aip_config(backend, canned, workdir, aip=section, **top)
@@ -195,6 +197,8 @@ def test_each_ok_retrieve_stores_a_valid_access_event(gateway_factory, backend: 
 
 def test_posted_citation_events_are_validated_signed_and_stored(signing_gateway: Gateway,
                                                                 tmp_path: Path):
+    asked = body_bytes()  # the request the events cite
+    answer(post(signing_gateway, asked, signed(asked)), 200, "ok")
     good = json.dumps(citation()).encode()
     response = post(signing_gateway, good, signed(good, "/pag/events"), "/pag/events")
     assert response.status_code == 202, response.text
@@ -216,7 +220,7 @@ def test_posted_citation_events_are_validated_signed_and_stored(signing_gateway:
         assert body["error"]["code"] == "invalid_event"
         assert body["error"]["message"].startswith(field + ":"), (field, body)
     kept = stored(tmp_path / "events.jsonl")
-    assert [e["event_type"] for e in kept] == ["citation"]
+    assert [e["event_type"] for e in kept] == ["access", "citation"]
     printed = subprocess.run(
         [sys.executable, "-m", "gateway", "aip", "events", "--config",
          str(signing_gateway.config_path)], capture_output=True, text=True, cwd=ROOT, timeout=30)
@@ -253,3 +257,171 @@ def test_events_go_to_a_redis_stream_and_an_outage_withholds_the_content(
     broken = gateway_factory(config(backend, canned, tmp_path / "down", events=down))
     body = answer(post(broken, body_bytes()), 503, "error")
     assert body["error"] == {"code": "unavailable", "message": "Temporary failure; retry later."}
+
+
+# --------------------------------------------------------------------------- event abuse
+
+
+def post_event(gateway: Gateway, event: dict[str, Any] | bytes,
+               headers: dict[str, str] | None = None) -> httpx.Response:
+    content = event if isinstance(event, bytes) else json.dumps(event).encode()
+    return post(gateway, content, headers, "/pag/events")
+
+
+def issue(gateway: Gateway, request_id: str, platform: str = "acme-assistant") -> None:
+    """An ok retrieve: the request id the events may then cite, for that platform."""
+    answer(post(gateway, body_bytes(request_id=request_id, platform={"id": platform})), 200,
+           "ok")
+
+
+def citations(path: Path) -> list[dict[str, Any]]:
+    return [e for e in stored(path) if e["event_type"] == "citation"]
+
+
+@pytest.fixture
+def open_gateway(gateway_factory, backend: str, canned: str, tmp_path: Path) -> Gateway:
+    """Anonymous retrieves and events, as in the demo."""
+    return gateway_factory(config(backend, canned, tmp_path))
+
+
+def test_an_event_over_the_size_cap_is_refused_before_it_is_read(open_gateway: Gateway,
+                                                                 tmp_path: Path):
+    issue(open_gateway, "req_big")
+    big = citation("req_big", extensions={"pad": ["x" * 1000] * 900})  # ~900 KB
+    response = post_event(open_gateway, big)
+    body = answer(response, 413, "error")
+    assert body["error"] == {"code": "request_too_large",
+                             "message": "Request body exceeds 65536 bytes."}
+    fits = citation("req_big", extensions={"pad": ["x" * 1000] * 60})  # ~60 KB
+    assert post_event(open_gateway, fits).status_code == 202
+    assert len(citations(tmp_path / "events.jsonl")) == 1
+
+
+def test_a_repeated_event_id_is_stored_once(open_gateway: Gateway, tmp_path: Path):
+    issue(open_gateway, "req_dup")
+    event = citation("req_dup")
+    first, again = post_event(open_gateway, event), post_event(open_gateway, event)
+    # A retry of the same event (its answer lost, say) gets the same answer, and no 2nd copy.
+    assert first.status_code == again.status_code == 202
+    assert first.json()["event_id"] == again.json()["event_id"] == event["event_id"]
+    other = citation("req_dup", event_id=event["event_id"],
+                     citation={"source_url": "https://help.example.com/a/2"})
+    body = answer(post_event(open_gateway, other), 409, "error")
+    assert body["error"]["code"] == "duplicate_event"
+    assert body["error"]["message"].startswith("event_id:")
+    assert citations(tmp_path / "events.jsonl") == [event]
+
+
+def test_an_event_must_cite_a_request_answered_to_its_platform(open_gateway: Gateway,
+                                                               tmp_path: Path):
+    issue(open_gateway, "req_mine", platform="acme-assistant")
+    for event in (citation("req_never_issued"),
+                  citation("req_mine", platform={"id": "another-platform"})):
+        body = answer(post_event(open_gateway, event), 422, "error")
+        assert body["error"]["code"] == "invalid_event"
+        assert body["error"]["message"].startswith("request_id:")
+    denied = body_bytes(request_id="req_denied", domain="weather.today")
+    answer(post(open_gateway, denied), 403, "denied")  # nothing was served: nothing to cite
+    assert post_event(open_gateway, citation("req_denied")).status_code == 422
+    # The platform's name compares in its normal form, as the rules do.
+    assert post_event(open_gateway, citation("req_mine", platform={"id": "Acme-Assistant "})
+                      ).status_code == 202
+    assert [e["request_id"] for e in citations(tmp_path / "events.jsonl")] == ["req_mine"]
+
+
+def test_a_signed_event_must_name_the_signers_platform(signing_gateway: Gateway,
+                                                       tmp_path: Path):
+    asked = body_bytes(request_id="req_signed")
+    answer(post(signing_gateway, asked, signed(asked)), 200, "ok")
+    for event in (citation("req_signed", platform={"id": "another-platform"}),):
+        content = json.dumps(event).encode()
+        response = post_event(signing_gateway, content, signed(content, "/pag/events"))
+        body = answer(response, 403, "error")
+        assert body["error"] == {"code": "auth_failed", "message":
+                                 "platform.id is not the platform of the signing key."}
+    other = body_bytes(request_id="req_other", platform={"id": "another-platform"})
+    body = answer(post(signing_gateway, other, signed(other)), 403, "error")  # retrieve too
+    assert body["error"]["code"] == "auth_failed"
+    assert citations(tmp_path / "events.jsonl") == []
+
+
+def test_deeply_nested_event_extensions_are_invalid_requests(open_gateway: Gateway):
+    issue(open_gateway, "req_deep")
+    extensions: dict[str, Any] = {}
+    for _ in range(260):
+        extensions = {"x": extensions}
+    body = answer(post_event(open_gateway, citation("req_deep", extensions=extensions)), 400,
+                  "error")
+    assert body["error"] == {"code": "invalid_request", "message":
+                             "The request body at extensions is nested deeper than 32 levels."}
+    assert body["request_id"] == "req_deep"
+
+
+def test_a_repeated_signing_header_is_refused(signing_gateway: Gateway):
+    content = body_bytes()
+    headers = signed(content)
+    bogus = "v1=" + "A" * 43 + "="
+    sent = [("content-type", "application/json"),
+            *((name, value) for name, value in headers.items() if name != "X-AIP-Signature"),
+            ("X-AIP-Signature", bogus), ("X-AIP-Signature", headers["X-AIP-Signature"])]
+    response = httpx.post(signing_gateway.url + "/pag/retrieve", content=content, headers=sent,
+                          timeout=15)
+    refused(response, 401, "Repeated X-AIP-Signature header")
+    answer(post(signing_gateway, content, headers), 200, "ok")  # its nonce was not spent
+
+
+def test_issued_ids_and_event_ids_are_shared_by_replicas_and_kept_over_reloads(
+        gateway_factory, backend: str, canned: str, tmp_path: Path):
+    prefix = f"test-aip-ledger-{secrets.token_hex(6)}"
+    # The ledger follows the signing nonce store when it names none of its own.
+    section = signing_section(tmp_path, required=False, nonce_store=REDIS_URL,
+                              nonce_key_prefix=prefix)
+    first = gateway_factory(config(backend, canned, tmp_path, signing=section,
+                                   aip={"event": {"path": "/pag/events",
+                                                  "key_prefix": prefix}}))
+    second = gateway_factory(config(backend, canned, tmp_path, signing=section,
+                                    aip={"event": {"path": "/pag/events",
+                                                   "key_prefix": prefix}}))
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        issue(first, "req_shared")
+        event = citation("req_shared")
+        assert post_event(second, event).status_code == 202  # answered by the other replica
+        assert post_event(first, event).status_code == 202  # the retry: not stored again
+        conflict = {**event, "citation": {"source_url": "https://help.example.com/a/9"}}
+        assert post_event(first, conflict).status_code == 409
+        changed = json.loads(json.dumps(first.config))
+        changed["aip"]["retrieval"]["max_chunks"] = 3
+        first.write_config(changed)
+        deadline = time.monotonic() + 10
+        while httpx.get(first.url + "/.well-known/aip.json").json()[
+                "retrieval"]["max_chunks"] != 3:
+            assert time.monotonic() < deadline, "the config was not reloaded"
+            time.sleep(0.1)
+        assert post_event(first, conflict).status_code == 409  # remembered over the reload
+        later = citation("req_shared")
+        assert post_event(first, later).status_code == 202
+        assert [e["event_id"] for e in citations(tmp_path / "events.jsonl")] == [
+            event["event_id"], later["event_id"]]
+        ttls = [client.pttl(key) for key in client.keys(f"{prefix}:issued:*")]
+        assert len(ttls) == 1 and 86_000_000 < ttls[0] <= 86_400_000
+    finally:
+        for key in client.keys(f"{prefix}:*"):
+            client.delete(key)
+        client.close()
+
+
+def test_rotation_and_sigterm_lose_no_event(gateway_factory, backend: str, canned: str,
+                                            tmp_path: Path):
+    events = {"file": str(tmp_path / "events.jsonl"), "max_file_bytes": 2048,
+              "keep_files": 50}
+    gateway = gateway_factory(config(backend, canned, tmp_path, events=events))
+    ids = [f"req_rotate_{n}" for n in range(30)]
+    for request_id in ids:
+        answer(post(gateway, body_bytes(request_id=request_id)), 200, "ok")
+    gateway.process.signal(signal.SIGTERM)
+    assert gateway.process.popen.wait(15) == 0
+    rotated = [f for f in tmp_path.glob("events.jsonl.*") if f.suffix[1:].isdigit()]
+    files = [*sorted(rotated, key=lambda f: -int(f.suffix[1:])), tmp_path / "events.jsonl"]
+    assert len(files) > 3 and all(f.stat().st_size <= 2048 for f in files)
+    assert [e["request_id"] for f in files for e in stored(f)] == ids

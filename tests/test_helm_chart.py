@@ -218,6 +218,10 @@ LOCAL_STORES = [  # (config, what the refusal names, the same store shared throu
                                  "nonce_store": "redis+cluster://redis:7000"}}}),
     ({"aip": {**AIP, "events": {"file": "events.jsonl"}}}, "aip.events has no redis_url",
      {"aip": {**AIP, "events": {"redis_url": "${REDIS_URL}"}}}),
+    ({"aip": {**AIP, "event": {"path": "/pag/events"}, "events": {"redis_url": "${REDIS_URL}"}}},
+     "aip.event.store is memory://",
+     {"aip": {**AIP, "event": {"path": "/pag/events", "store": "${REDIS_URL}"},
+              "events": {"redis_url": "${REDIS_URL}"}}}),
 ]
 
 
@@ -239,7 +243,7 @@ def test_per_pod_aidip_and_aip_stores_with_several_replicas_are_refused_unless_a
 def test_every_per_pod_store_is_named_in_one_refusal():
     config = {"aidip": {"agents": {}},
               "aip": {**AIP, "signing": {"enabled": True, "keys": {}},
-                      "events": {"file": "e.jsonl"}}}
+                      "event": {"path": "/pag/events"}, "events": {"file": "e.jsonl"}}}
     with pytest.raises(helm.HelmError) as refused:
         render({**INGRESS, "replicaCount": 3, "config": config})
     assert all(named in str(refused.value) for _, named, _ in LOCAL_STORES)

@@ -12,6 +12,10 @@ from gateway.auth.config import Method, PathPrefix, TokenKindName
 from gateway.redis_url import check
 
 _SCHEMES = ("memory", "redis", "rediss", "redis+unix", "redis+cluster", "redis+sentinel")
+KeyName = Literal["client", "subject", "client_id", "address", "platform"]
+# Keys read from what the request declares rather than who the caller is: a caller renews
+# them at will, so a limit keyed on one alone never bounds that caller (`aigw validate` warns).
+SELF_DECLARED_KEYS: frozenset[str] = frozenset({"platform"})
 
 
 def _rate(value: str) -> str:
@@ -51,11 +55,12 @@ class Rule(Strict):
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
     paths: list[PathPrefix] = Field(["/"], description="Path prefixes the rule counts.")
     methods: list[Method] | None = Field(None, description="GET also covers HEAD.")
-    key: Literal["client", "subject", "client_id", "address", "platform"] = Field(
+    key: KeyName = Field(
         "client",
         description="Whom to count: client (client id, else subject, else address), subject, "
-        "client_id, address, or platform (AIP: the declared platform id with the client key). "
-        "Anonymous callers are always counted by address.",
+        "client_id, address, or platform (AIP: the declared platform id within an "
+        "authenticated caller's client key; self-declared, so pair it with a rule keyed on the "
+        "caller). Anonymous callers are always counted by address alone.",
     )
     limit: Rate
     burst: Rate | None = Field(None, description="A second, short-window limit, e.g. 20/second.")

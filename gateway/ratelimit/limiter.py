@@ -52,8 +52,10 @@ class CompiledRule:
         return self.default
 
     def key(self, ctx: RequestContext) -> str:
-        if self.rule.key == "platform":
-            # A platform id is self-declared, so it narrows the caller's key, never replaces it.
+        if self.rule.key == "platform" and not ctx.principal.is_anonymous:
+            # A platform id is self-declared, so it narrows an authenticated caller's key, never
+            # replaces it; an anonymous caller is counted by address alone, whatever it declares
+            # (else each fresh platform id would be a fresh quota).
             platform = ctx.platform_id or "-"
             if len(platform) > 64:
                 platform = hashlib.sha256(platform.encode()).hexdigest()

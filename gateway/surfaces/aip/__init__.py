@@ -44,12 +44,18 @@ class AipPlugin(Surface):
 
     def process_local_state(self, settings: Settings) -> list[str]:
         aip = self.section(settings)
-        signing = aip.signing if aip is not None and aip.enabled else None
-        if signing is None or not signing.enabled or \
-                not signing.nonce_store.startswith("memory:"):
+        if aip is None or not aip.enabled:
             return []
-        return ["aip.signing.nonce_store (memory://: a nonce seen by one worker is not seen by "
-                "the others)"]
+        found = []
+        signing = aip.signing
+        if signing is not None and signing.enabled and signing.nonce_store.startswith("memory:"):
+            found.append("aip.signing.nonce_store (memory://: a nonce seen by one worker is not "
+                         "seen by the others)")
+        if aip.event is not None and aip.events is not None and \
+                aip.ledger_store().startswith("memory:"):
+            found.append("aip.event.store (memory://: a request answered by one worker cannot "
+                         "be cited through another, nor a duplicate event seen there)")
+        return found
 
     def add_commands(self, commands: Any) -> None:
         from gateway.surfaces.aip.cli import add_aip_parser
@@ -70,7 +76,7 @@ class AipPlugin(Surface):
         policy = AipPolicy(context.bundle)
         documents = aip_documents(aip, settings.public_base_url or "", policy, context.modified)
         wiring = Wiring.acquire(aip)  # sources compile: the load-time checks made sure
-        served = routes(aip, set(settings.upstreams), policy, wiring.gate, wiring.sink)
+        served = routes(aip, set(settings.upstreams), policy, wiring)
         return Mount(self.name, served, documents=dict(documents), render_error=error_response,
                      on_close=wiring.release)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gateway.operations import UpstreamOperation
-from gateway.surfaces.aip.signing_config import Events, Signing
+from gateway.surfaces.aip.signing_config import Events, KeyPrefix, Signing, store_url
 
 # The spec's dot-hierarchy: `finance` covers `finance.markets`.
 Domain = Annotated[str, Field(pattern=r"^[a-z0-9]+(\.[a-z0-9-]+)*$", max_length=200)]
@@ -55,6 +55,10 @@ class Retrieval(Strict):
     encoding: Encoding = Field(
         "cl100k_base", description="BPE encoding token counts use (bpe-openai, offline)."
     )
+    max_query_chars: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        1024, description="Longest runtime.query_text accepted (it is sent to the upstream "
+        "search); a longer one is refused invalid_request before any upstream call.",
+    )
 
 
 class Compliance(Strict):
@@ -68,10 +72,33 @@ class Compliance(Strict):
 
 
 class EventEndpoint(Strict):
-    """`POST` citation events here; they are kept in the `aip.events` sink."""
+    """`POST` citation events here; they are kept in the `aip.events` sink. An event must cite
+    a request_id answered `ok` to the same platform within `retention`, and is stored once per
+    platform and event_id."""
 
     path: Path
     required: bool = Field(False, description="Advertised: platforms must post events.")
+    max_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = Field(
+        64 * 1024, description="Largest event body accepted, in bytes; a larger one is refused "
+        "413 request_too_large before it is parsed.",
+    )
+    retention: Annotated[int, Field(ge=60, le=30 * 86400)] = Field(
+        86400, description="Seconds after an ok retrieve during which events may cite its "
+        "request_id; event ids are remembered as long, so a duplicate is caught all that time.",
+    )
+    store: Annotated[str, AfterValidator(store_url)] | None = Field(
+        None, description="Where issued request ids and stored event ids are kept: memory:// "
+        "(one process) or a Redis URL shared by replicas. Default: signing.nonce_store when "
+        "signing is enabled, else memory://.",
+    )
+    key_prefix: KeyPrefix = "aigw:aip-ledger"
+    store_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
+        0.5, description="Socket timeout for a Redis store, in seconds.",
+    )
+    max_memory_entries: Annotated[int, Field(ge=100, le=10_000_000)] = Field(
+        200_000, description="Bound of the memory store; when full, the entry closest to "
+        "expiry is dropped (an old request_id then cannot be cited).",
+    )
 
 
 class HitVisibility(Strict):
@@ -110,6 +137,10 @@ class Source(Strict):
 class Aip(Strict):
     enabled: bool = True
     retrieve_path: Path = "/pag/retrieve"
+    retrieve_max_bytes: Annotated[int, Field(ge=4096, le=16 * 1024 * 1024)] = Field(
+        256 * 1024, description="Largest retrieve body accepted, in bytes (a RetrieveRequest is "
+        "small); a larger one is refused 413 request_too_large before it is parsed.",
+    )
     capabilities_path: Path = "/.well-known/aip/capabilities"
     declaration_max_age: Annotated[int, Field(ge=0, le=86400)] = 3600
     publisher: Publisher
@@ -130,3 +161,11 @@ class Aip(Strict):
         "the event endpoint.",
     )
     sources: dict[SourceName, Source] = Field(min_length=1)
+
+    def ledger_store(self) -> str:
+        """The store of issued request ids and event ids (EventEndpoint.store)."""
+        if self.event is not None and self.event.store is not None:
+            return self.event.store
+        if self.signing is not None and self.signing.enabled:
+            return self.signing.nonce_store
+        return "memory://"

@@ -1,19 +1,20 @@
 """AIP access and citation events: build, validate, and keep them in a durable sink.
 
-Two sinks behind one protocol. `RedisStreamSink` writes each event with one XADD before `emit`
-returns, so every replica shares one stream and an answered emit is stored. `JsonlSink` keeps a
-bounded queue drained by one writer task that appends whole lines with a single `os.write` on
-an O_APPEND descriptor (two generations alive across a reload never interleave half lines).
-A full queue makes `emit` wait rather than drop, and `aclose()` stops taking events, drains the
-queue and closes the file, so a reload or SIGTERM that closes the sink loses nothing. (A machine
-crash can lose what the kernel had not yet written; there is no fsync per event.)
+Two sinks behind one protocol, and with both an answered `emit` is stored. `RedisStreamSink`
+writes each event with one XADD, so every replica shares one stream. `JsonlSink` keeps a bounded
+queue drained by one writer task that hands each batch (the events of every caller waiting) to
+a worker thread, which appends whole lines under a file lock and rotates the file by size
+(rotation.py), so processes and generations sharing the file never interleave half lines or
+lose one to a rotation; each `emit` returns when its batch is written, or raises when it could
+not be. A full queue makes `emit` wait rather than drop, and `aclose()` stops taking events,
+drains the queue and closes the file, so a reload or SIGTERM that closes the sink loses
+nothing. (A machine crash can lose what the kernel had not yet written; there is no fsync.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import uuid
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ import jsonschema
 import orjson
 
 from gateway import redis_url
+from gateway.surfaces.aip.rotation import RotatingFile, rotated_files
 from gateway.surfaces.aip.signing_config import Events
 
 AIP_VERSION = "0.1"
@@ -143,35 +145,57 @@ class EventSink(Protocol):
     async def aclose(self) -> None: ...
 
 
+Pending = tuple[bytes, asyncio.Future[None]]  # a line, and whom to tell once it is written
+
+
 class JsonlSink:
-    def __init__(self, path: str, queue_size: int = 1000) -> None:
+    def __init__(self, path: str, queue_size: int = 1000, max_file_bytes: int = 64 << 20,
+                 keep_files: int = 5) -> None:
         self._path = path
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue(queue_size)
+        self._keep = keep_files
+        self._file = RotatingFile(path, max_file_bytes, keep_files)
+        self._queue: asyncio.Queue[Pending | None] = asyncio.Queue(queue_size)
         self._writer: asyncio.Task[None] | None = None
         self._closed = False
 
     async def emit(self, event: dict[str, Any]) -> None:
+        """Returns once the line is written (handed to the kernel); a failed write raises."""
         if self._closed or (self._writer is not None and self._writer.done()):
             raise EventSinkUnavailable("sink is closed or its file cannot be written")
         if self._writer is None:
             self._writer = asyncio.create_task(self._drain(), name="aip-events-writer")
-        await self._queue.put(orjson.dumps(event) + b"\n")
+        written = asyncio.get_running_loop().create_future()
+        await self._queue.put((orjson.dumps(event) + b"\n", written))
+        await written
 
     async def _drain(self) -> None:
-        os.makedirs(os.path.dirname(os.path.abspath(self._path)), exist_ok=True)
-        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             while True:
-                lines = [await self._queue.get()]
+                items = [await self._queue.get()]
                 while not self._queue.empty():
-                    lines.append(self._queue.get_nowait())
-                batch = b"".join(line for line in lines if line is not None)
+                    items.append(self._queue.get_nowait())
+                batch = [item for item in items if item is not None]
                 if batch:
-                    os.write(fd, batch)
-                if None in lines:
+                    await self._write(batch)
+                if None in items:
                     return
         finally:
-            os.close(fd)
+            self._file.close()
+
+    async def _write(self, batch: list[Pending]) -> None:
+        """One batch, its file I/O, lock and any rotation in a worker thread, off the loop."""
+        failure: Exception | None = None
+        try:
+            await asyncio.to_thread(self._file.write, [line for line, _ in batch])
+        except Exception as exc:  # every waiting caller must hear of it, whatever it was
+            failure = EventSinkUnavailable(type(exc).__name__)
+        for _, written in batch:
+            if written.done():  # its caller went away; the line is written all the same
+                continue
+            if failure is None:
+                written.set_result(None)
+            else:
+                written.set_exception(failure)
 
     async def aclose(self) -> None:
         """Write every queued event, then close; later emits raise `EventSinkUnavailable`."""
@@ -181,12 +205,19 @@ class JsonlSink:
             await self._writer
 
     async def read(self, limit: int | None = None) -> list[dict[str, Any]]:
-        try:
-            with open(self._path, "rb") as file:
-                lines = [line for line in file.read().splitlines() if line.strip()]
-        except FileNotFoundError:
-            return []
-        return [json.loads(line) for line in lines[-limit if limit else 0:]]
+        """Across the rotated files too, oldest first."""
+        newest_first: list[bytes] = []
+        for name in reversed(rotated_files(self._path, self._keep)):
+            try:
+                with open(name, "rb") as file:
+                    lines = [line for line in file.read().splitlines() if line.strip()]
+            except FileNotFoundError:  # rotated away meanwhile
+                continue
+            newest_first.extend(reversed(lines))
+            if limit and len(newest_first) >= limit:
+                break
+        kept = newest_first[:limit] if limit else newest_first
+        return [json.loads(line) for line in reversed(kept)]
 
 
 class RedisStreamSink:
@@ -225,4 +256,4 @@ def create_sink(events: Events) -> EventSink:
     if events.redis_url is not None:
         return RedisStreamSink(events.redis_url, events.stream, events.max_len,
                                events.store_timeout)
-    return JsonlSink(events.file, events.queue_size)
+    return JsonlSink(events.file, events.queue_size, events.max_file_bytes, events.keep_files)

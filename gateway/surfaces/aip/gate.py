@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.context import RequestContext
+from gateway.errors import GatewayError
 from gateway.model import Principal, TokenKind
 from gateway.surfaces.aip.nonces import NonceStore
 from gateway.surfaces.aip.signing import SigningFailure, VerifiedKey, Verifier, is_signed
@@ -23,6 +24,14 @@ class SignatureRefused(Exception):
     def __init__(self, failure: SigningFailure) -> None:
         super().__init__(failure.code)
         self.failure = failure
+
+
+def check_platform(verified: VerifiedKey | None, platform: str) -> None:
+    """A signed request speaks for its key's platform only (`platform` in its normal form);
+    an unsigned one is held to what it declares elsewhere (rate limits, issued request ids)."""
+    if verified is not None and verified.platform != platform:
+        raise GatewayError(403, "platform_mismatch",
+                           "platform.id is not the platform of the signing key.")
 
 
 def request_target(scope: dict[str, Any]) -> str:

@@ -1,6 +1,7 @@
 """`POST /pag/retrieve`: authenticate (a signature, or the pipeline), validate, rate-limit by
 platform, decide, then read the sources and answer with chunks, a denial or an error, never both
-content and denial; an ok answer is recorded as an access event first."""
+content and denial; an ok answer is recorded first: its request id as issued to the platform
+(what citation events must name) and an access event."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from gateway.surfaces.aip.body import parse_json
 from gateway.surfaces.aip.chunks import Chunk, select, split
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.events import EventSink, access_event
-from gateway.surfaces.aip.gate import Gate
+from gateway.surfaces.aip.gate import Gate, check_platform
 from gateway.surfaces.aip.intake import EventIntake, store_event
+from gateway.surfaces.aip.ledger import EventLedger
 from gateway.surfaces.aip.policy import AipPolicy, Denial, pick_source
 from gateway.surfaces.aip.request import (
+    QUERY_PATH,
     RetrieveRequest,
     invalid,
     parse_retrieve,
@@ -33,34 +36,41 @@ from gateway.surfaces.aip.signed import SignedEndpoint
 from gateway.surfaces.aip.signing import VerifiedKey
 from gateway.surfaces.aip.sources import compile_sources, read_pieces
 from gateway.surfaces.aip.tokens import TokenCounter
+from gateway.surfaces.aip.wiring import Wiring
 
 
 class Retriever(SignedEndpoint):
     """What one config generation needs to answer retrieves; built once at load."""
 
     def __init__(self, aip: Aip, upstreams: set[str], policy: AipPolicy, gate: Gate,
-                 sink: EventSink | None) -> None:
+                 sink: EventSink | None, ledger: EventLedger | None = None) -> None:
         self.aip = aip
         self.policy = policy
         self.gate = gate
         self.sink = sink
+        self.ledger = ledger
         self.sources = compile_sources(aip, upstreams)
         self.counter = TokenCounter(aip.retrieval.encoding)
+
+    def _body_limit(self, proxy_limit: int) -> int:
+        return min(proxy_limit, self.aip.retrieve_max_bytes)
 
     async def _handle(self, request: Request, ctx: RequestContext,
                       generation: Any) -> tuple[Response, VerifiedKey | None]:
         request_id, verified = ctx.request_id, None
         try:
             raw, verified = await self._admitted_body(request, ctx, generation)
-            body, problem = parse_json(raw, request.headers.get("content-type", ""))
+            body, problem = parse_json(raw, request.headers.get("content-type", ""),
+                                       {QUERY_PATH: self.aip.retrieval.max_query_chars})
             request_id = readable_request_id(body) or request_id
             ask = None
             if problem is None:  # only a body of the right media type is ever acted on
                 try:
                     ask = parse_retrieve(body)
+                    check_platform(verified, ask.platform)
                 except GatewayError as error:
-                    problem = error
-            ctx.platform_id = ask.platform_id if ask else None
+                    ask, problem = None, error
+            ctx.platform_id = ask.platform if ask else None
             refusal = await _rate_limit(generation, ctx)
             if refusal is not None:
                 return _denied(ctx, request_id, *refusal), verified
@@ -97,7 +107,10 @@ class Retriever(SignedEndpoint):
                          supports.citations)
 
     async def _record_access(self, ask: RetrieveRequest, chunks: list[Chunk]) -> None:
-        """The access event is stored before the content leaves: no event, no content."""
+        """Recorded before the content leaves: no record, no content. The request id is issued
+        first, so a failure there leaves no access event for content never sent."""
+        if self.ledger is not None:
+            await self.ledger.issue(ask.platform, ask.request_id)
         if self.sink is None:
             return
         publisher = self.aip.publisher
@@ -108,12 +121,12 @@ class Retriever(SignedEndpoint):
         await store_event(self.sink, event)
 
 
-def routes(aip: Aip, upstreams: set[str], policy: AipPolicy, gate: Gate,
-           sink: EventSink | None) -> list[Route]:
-    retriever = Retriever(aip, upstreams, policy, gate, sink)
+def routes(aip: Aip, upstreams: set[str], policy: AipPolicy, wiring: Wiring) -> list[Route]:
+    gate, sink, ledger = wiring.gate, wiring.sink, wiring.ledger
+    retriever = Retriever(aip, upstreams, policy, gate, sink, ledger)
     served = [Route(aip.retrieve_path, retriever.handle, methods=["POST"], name="aip.retrieve")]
-    if aip.event is not None and sink is not None:
-        intake = EventIntake(aip, gate, sink)
+    if aip.event is not None and sink is not None and ledger is not None:
+        intake = EventIntake(aip, gate, sink, ledger)
         served.append(Route(aip.event.path, intake.handle, methods=["POST"], name="aip.event"))
     return served
 

@@ -1,10 +1,14 @@
-"""`POST` citation events (aip.json `endpoints.event`): authenticated like retrieve, checked
-against access-citation-event.schema.json (422 names the failing field), then stored."""
+"""`POST` citation events (aip.json `endpoints.event`): authenticated like retrieve, bounded in
+size, checked against access-citation-event.schema.json (422 names the failing field), bound to
+a request this gateway answered to the same platform (and to the signing key's platform when
+signed), stored once per platform and event_id, then stored in the sink."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -14,14 +18,12 @@ from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.events import EventSink, EventSinkUnavailable, citation_problem
-from gateway.surfaces.aip.gate import Gate
+from gateway.surfaces.aip.gate import Gate, check_platform
+from gateway.surfaces.aip.ledger import Claim, EventLedger, events_unavailable
+from gateway.surfaces.aip.names import normal_name
 from gateway.surfaces.aip.request import readable_request_id
 from gateway.surfaces.aip.signed import SignedEndpoint
 from gateway.surfaces.aip.signing import VerifiedKey
-
-
-def events_unavailable() -> GatewayError:
-    return GatewayError(503, "events_unavailable", "Events cannot be stored; retry later.")
 
 
 async def store_event(sink: EventSink, event: dict[str, Any]) -> None:
@@ -36,11 +38,22 @@ def invalid_event(field: str, message: str) -> GatewayError:
     return GatewayError(422, "invalid_event", f"{field}: {message}", {"field": field})
 
 
+def duplicate_event() -> GatewayError:
+    return GatewayError(409, "duplicate_event",
+                        "event_id: already used by this platform for a different event",
+                        {"field": "event_id"})
+
+
 class EventIntake(SignedEndpoint):
-    def __init__(self, aip: Aip, gate: Gate, sink: EventSink) -> None:
+    def __init__(self, aip: Aip, gate: Gate, sink: EventSink, ledger: EventLedger) -> None:
         self.aip = aip
         self.gate = gate
         self.sink = sink
+        self.ledger = ledger
+        self.max_bytes = aip.event.max_bytes if aip.event is not None else 64 * 1024
+
+    def _body_limit(self, proxy_limit: int) -> int:
+        return min(proxy_limit, self.max_bytes)
 
     async def _handle(self, request: Request, ctx: RequestContext,
                       generation: Any) -> tuple[Response, VerifiedKey | None]:
@@ -53,7 +66,12 @@ class EventIntake(SignedEndpoint):
             if problem is not None:
                 raise problem
             self._check(event)
-            await store_event(self.sink, event)
+            platform = normal_name(event["platform"]["id"])
+            check_platform(verified, platform)
+            if not await self.ledger.issued(platform, event["request_id"]):
+                raise invalid_event("request_id", "no request with this id was answered to "
+                                    "this platform within the retention window")
+            await self._store_once(platform, event)
             return render.accepted(request_id, event["event_id"]), verified
         except GatewayError as error:
             ctx.error_code = error.code
@@ -65,3 +83,19 @@ class EventIntake(SignedEndpoint):
             raise invalid_event(*problem)
         if event["publisher"]["id"] != self.aip.publisher.id:
             raise invalid_event("publisher.id", f"expected {self.aip.publisher.id!r}")
+
+    async def _store_once(self, platform: str, event: dict[str, Any]) -> None:
+        """Stored once per (platform, event_id). The same event posted again (a retry after a
+        lost answer) is accepted again without a second copy; a different event under an id
+        already used is refused, 409."""
+        digest = hashlib.sha256(orjson.dumps(event, option=orjson.OPT_SORT_KEYS)).digest()
+        claim = await self.ledger.claim(platform, event["event_id"], digest)
+        if claim is Claim.CONFLICT:
+            raise duplicate_event()
+        if claim is Claim.RETRY:
+            return
+        try:
+            await store_event(self.sink, event)
+        except GatewayError:
+            await self.ledger.release(platform, event["event_id"])
+            raise

@@ -21,15 +21,20 @@ _TAG = "aip"
 _SCHEMAS = {"AipDeclaration": "aip", "AipRetrieveRequest": "retrieve-request",
             "AipRetrieveResponse": "retrieve-response", "AipEvent": "access-citation-event"}
 _ERRORS = {
-    400: "`invalid_request`: not JSON, or not a valid RetrieveRequest (the failing member).",
+    400: "`invalid_request`: not JSON, not a valid RetrieveRequest (the failing member), "
+         "nested deeper than 32 levels, a string over its bound, or values too long for an "
+         "upstream URL.",
     401: "`auth_failed`: no acceptable credential, or a signature that does not verify.",
-    403: "`denied` (a consent decision), or `auth_failed`: a stale timestamp or a replayed "
-         "nonce.",
+    403: "`denied` (a consent decision), or `auth_failed`: a stale timestamp, a replayed "
+         "nonce, or a platform.id other than the signing key's.",
+    409: "`duplicate_event`: the platform already used this event_id for a different event "
+         "(the same event again is answered 202).",
     405: "Wrong method (`invalid_request`); `Allow` names the right one.",
-    413: "`request_too_large`: the body is larger than `proxy.max_body_bytes`.",
+    413: "`request_too_large`: the body is larger than `aip.retrieve_max_bytes` (events: "
+         "`aip.event.max_bytes`) or `proxy.max_body_bytes`.",
     415: "`invalid_request`: the body is not application/json.",
-    422: "`invalid_event`: the event fails access-citation-event.schema.json; the message "
-         "names the field.",
+    422: "`invalid_event`: the event fails access-citation-event.schema.json, or cites a "
+         "request_id not answered to its platform; the message names the field.",
     429: "`denied` with reason `rate_limited` (retrieve) or `rate_limited`; see Retry-After.",
     502: "`upstream_unavailable` or `upstream_error`; no upstream detail is passed on.",
     503: "`unavailable`: the auth, rate-limit, nonce or event store is down (fails closed).",
@@ -53,7 +58,7 @@ def aip_openapi(aip: Aip) -> dict[str, Any]:
             ref("AipEventAccepted"))}
         paths[aip.event.path] = {"post": _post(
             aip, "Report a citation event", "AipEvent", {"202": accepted},
-            (400, 401, 403, 405, 413, 415, 422, 429, 503))}
+            (400, 401, 403, 405, 409, 413, 415, 422, 429, 503))}
     return {"paths": paths, "components": {"schemas": _components()}}
 
 

@@ -59,7 +59,7 @@ class AipPolicy:
         if self.bundle is None:
             return None
         ask = Ask("aip_retrieve", "retrieve", ctx.principal if ctx else ANONYMOUS, {
-            "platform": request.platform_id, "placement": request.placement,
+            "platform": request.platform, "placement": request.placement,
             "uses": request.uses})
         outcome = self.bundle.decide(ask)
         note(ctx, "aip", ask, outcome, self.bundle.shadow(ask))

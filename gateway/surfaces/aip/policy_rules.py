@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from gateway.policy.kinds import RawRule, RuleKind, Sample
 from gateway.policy.rules import Ask, Rule
 from gateway.settings import Settings
+from gateway.surfaces.aip.names import normal_names
 
 
 class AipRetrieve(Rule):
     """Selects retrieve requests by platform, placement and declared use; every selector
-    given must hold."""
+    given must hold. Names compare in one normal form (case, width and whitespace folded)."""
 
     kind: Literal["aip_retrieve"]
     platforms: list[str] | None = Field(None, description="platform.id values.")
@@ -23,6 +24,12 @@ class AipRetrieve(Rule):
         None, description="Any placement but these (for an allow-list of placements).")
     uses: list[str] | None = Field(None, description="Any of these uses in extensions.aigw.use.")
     message: str | None = Field(None, description="The denial's message to the platform.")
+
+    @field_validator("platforms", "placements", "placements_except", "uses")
+    @classmethod
+    def _normal(cls, values: list[str] | None) -> list[str] | None:
+        # Requests carry these names in the same normal form (request.parse_retrieve).
+        return normal_names(values)
 
     def selects(self, ask: Ask) -> bool:
         found = ask.attributes

@@ -2,8 +2,9 @@
 
 HTTP status per `status`: ok -> 200; denied -> 403, except `rate_limited` -> 429 with
 Retry-After (a consent decision is a refusal, and throttling is one clients should back off
-from); error -> the failure's own status (400 bad request, 401/403 authentication or signature, 413,
-415, 422 a bad event, 502/504 upstream, 500 gateway, 503 a store down).
+from); error -> the failure's own status (400 bad request, 401/403 authentication or
+signature, 409 an event id reused for another event, 413, 415, 422 a bad event, 502/504
+upstream, 500 gateway, 503 a store down).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ _ERRORS = {
     "rate_limited": ("rate_limited", "Too many requests; retry later."),
     "events_unavailable": ("unavailable", "Temporary failure; retry later."),
     "invalid_event": ("invalid_event", None),
+    "duplicate_event": ("duplicate_event", None),
 }
 
 

@@ -9,19 +9,24 @@ from importlib import resources
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.surfaces.aip.names import normal_name
 
 MEDIA_TYPE = "application/json"
 # The longest request_id accepted and echoed back; the schema sets none.
 MAX_REQUEST_ID = 128
+# runtime.query_text, "bounded" says the schema: it reaches upstream URLs, so it has its own
+# bound (retrieval.max_query_chars) in place of the one every AIP string has (bounds.py).
+QUERY_PATH = ("runtime", "query_text")
 
 
 @dataclass(frozen=True, slots=True)
 class RetrieveRequest:
     request_id: str
-    platform_id: str
+    platform_id: str  # as declared, echoed in the access event
+    platform: str  # its normal form (names.py): what rules, rate limits and events compare
     domain: str
     subdomain: str | None
-    placement: str | None
+    placement: str | None  # normal form, like `uses`
     query_text: str | None
     latency_budget_ms: int | None
     # From the gateway's namespaced extension `extensions.aigw`: what the platform asks for.
@@ -49,7 +54,8 @@ def readable_request_id(body: Any) -> str | None:
 
 
 def parse_retrieve(body: Any) -> RetrieveRequest:
-    """A valid RetrieveRequest; `invalid_request` names the first offending member."""
+    """A valid RetrieveRequest; `invalid_request` names the first offending member. The body's
+    shape (depth, string lengths, `QUERY_PATH` included) was bounded when it was parsed."""
     errors = sorted(_validator("retrieve-request").iter_errors(body),
                     key=lambda error: list(error.absolute_path))
     if errors:
@@ -62,10 +68,12 @@ def parse_retrieve(body: Any) -> RetrieveRequest:
                       f"to {MAX_REQUEST_ID} characters.")
     extension = (body.get("extensions") or {}).get("aigw") or {}
     intent, runtime = body["intent"], body["runtime"]
+    query, placement = runtime.get("query_text"), body["context"].get("placement")
     return RetrieveRequest(
         request_id=body["request_id"], platform_id=body["platform"]["id"],
+        platform=normal_name(body["platform"]["id"]),
         domain=intent["domain"], subdomain=intent.get("subdomain"),
-        placement=body["context"].get("placement"), query_text=runtime.get("query_text"),
+        placement=None if placement is None else normal_name(placement), query_text=query,
         latency_budget_ms=runtime.get("latency_budget_ms"),
         mode=_string(extension, "mode") or "chunks", source=_string(extension, "source"),
         uses=_uses(extension),
@@ -110,7 +118,7 @@ def _uses(extension: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
-        return (value,)
+        return (normal_name(value),)
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return tuple(value)
+        return tuple(normal_name(item) for item in value)
     raise invalid("extensions.aigw.use must be a string or an array of strings.")

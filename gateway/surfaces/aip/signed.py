@@ -33,12 +33,16 @@ class SignedEndpoint:
                              generation: Any) -> tuple[bytes, VerifiedKey | None]:
         """The body and the key that signed it, once the caller is admitted. With signing on,
         the body is read first (the signature covers it); otherwise after authentication."""
-        limit = generation.settings.proxy.max_body_bytes
+        limit = self._body_limit(generation.settings.proxy.max_body_bytes)
         raw = await read_capped(request, limit) if self.gate.reads_body_first else None
         verified = await self.gate.admit(request, raw or b"", generation.pipeline, ctx)
         if raw is None:
             raw = await read_capped(request, limit)
         return raw, verified
+
+    def _body_limit(self, proxy_limit: int) -> int:
+        """The largest body this endpoint reads (an endpoint may hold its bodies tighter)."""
+        return proxy_limit
 
     async def _handle(self, request: Request, ctx: RequestContext,
                       generation: Any) -> tuple[Response, VerifiedKey | None]:

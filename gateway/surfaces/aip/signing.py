@@ -32,6 +32,7 @@ NONCE = "X-AIP-Nonce"
 SIGNATURE = "X-AIP-Signature"
 HEADERS = (VERSION, KEY_ID, TIMESTAMP, NONCE, SIGNATURE)
 AIP_VERSION = "0.1"  # what the 0.1 schemas require in bodies
+_LOWER_HEADERS = {header.lower(): header for header in HEADERS}
 
 _RFC3339 = re.compile(
     r"^\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(\.\d{1,9})?([Zz]|[+-]\d\d:\d\d)$"
@@ -46,6 +47,7 @@ class VerifiedKey:
     version: str
     timestamp: datetime
     nonce: str
+    platform: str = ""  # the platform the key speaks for, normal form (Signing.platform)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,10 @@ def missing(header: str) -> SigningFailure:
 
 def malformed(header: str) -> SigningFailure:
     return _failure("malformed_header", f"Malformed {header} header")
+
+
+def repeated(header: str) -> SigningFailure:
+    return _failure("repeated_header", f"Repeated {header} header")
 
 
 def canonical_string(method: str, path: str, body: bytes, timestamp: str, nonce: str) -> bytes:
@@ -177,7 +183,7 @@ def check(
         return STALE_TIMESTAMP
     if -age > signing.window:
         return FUTURE_TIMESTAMP
-    return VerifiedKey(key_id, version, moment, nonce)
+    return VerifiedKey(key_id, version, moment, nonce, signing.platform(key_id))
 
 
 def verify_response(
@@ -215,7 +221,14 @@ def failure_body(failure: SigningFailure, request_id: str,
 
 
 def _read_headers(headers: Mapping[str, str]) -> tuple[str, ...] | SigningFailure:
-    lowered = {name.lower(): value for name, value in headers.items()}
+    """The five values; a header sent twice is refused, whatever either copy holds (a proxy
+    or framework keeping the other copy would see a different request)."""
+    lowered: dict[str, str] = {}
+    for name, value in headers.items():  # Starlette's Headers yields every copy
+        name = name.lower()
+        if name in lowered and name in _LOWER_HEADERS:
+            return repeated(_LOWER_HEADERS[name])
+        lowered[name] = value
     values = tuple(lowered.get(header.lower(), "").strip() for header in HEADERS)
     if not any(values):
         return UNSIGNED

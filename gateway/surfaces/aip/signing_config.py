@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from gateway.redis_url import check as check_redis_url
+from gateway.surfaces.aip.names import normal_name
 
 MIN_SECRET_BYTES = 16
 
@@ -24,7 +25,7 @@ Version = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)*$")]
 KeyPrefix = Annotated[str, Field(pattern=r"^[A-Za-z0-9:_{}.-]{1,64}$")]
 
 
-def _store_url(value: str) -> str:
+def store_url(value: str) -> str:
     """memory://, or any Redis URL `gateway.redis_url` reaches (cluster and sentinel too)."""
     return value if urlsplit(value).scheme == "memory" else check_redis_url(value)
 
@@ -40,6 +41,10 @@ class SigningKey(Strict):
     secret_file: str | None = Field(
         None, description="File holding it (one trailing newline is ignored); a relative path "
         "is resolved from the gateway's working directory.",
+    )
+    platform: Annotated[str, Field(min_length=1, max_length=256)] | None = Field(
+        None, description="The platform.id this key speaks for (default: the key id): a "
+        "signed retrieve or event declaring another platform is refused.",
     )
     _secret: bytes = PrivateAttr(b"")
 
@@ -93,7 +98,7 @@ class Signing(Strict):
     window: Annotated[float, Field(gt=0, le=3600)] = Field(
         300, description="Accepted distance, in seconds, between X-AIP-Timestamp and now.",
     )
-    nonce_store: Annotated[str, AfterValidator(_store_url)] = Field(
+    nonce_store: Annotated[str, AfterValidator(store_url)] = Field(
         "memory://", description="memory:// (one process) or a Redis URL shared by replicas "
         "(redis://, rediss://, redis+cluster://, redis+sentinel://).",
     )
@@ -118,6 +123,11 @@ class Signing(Strict):
         key = self.keys.get(key_id)
         return key.secret if key is not None else None
 
+    def platform(self, key_id: str) -> str:
+        """The platform a signature by this key proves, in its normal form (names.py)."""
+        key = self.keys.get(key_id)
+        return normal_name(key.platform if key is not None and key.platform else key_id)
+
 
 class Events(Strict):
     """Where access and citation events are kept: a Redis stream, else a JSON-lines file."""
@@ -133,6 +143,14 @@ class Events(Strict):
     store_timeout: Annotated[float, Field(gt=0, le=10)] = 0.5
     file: str = Field(
         "aip-events.jsonl", description="JSON-lines file, relative to the working directory.",
+    )
+    max_file_bytes: Annotated[int, Field(ge=1024)] = Field(
+        64 * 1024 * 1024, description="The file is rotated before it grows past this size "
+        "(file.1 is the newest rotated file, file.2 the one before, ...).",
+    )
+    keep_files: Annotated[int, Field(ge=1, le=1000)] = Field(
+        5, description="Rotated files kept beside the current one; the oldest beyond this "
+        "number is deleted when the file rotates.",
     )
     queue_size: Annotated[int, Field(ge=1, le=100_000)] = Field(
         1000, description="Events waiting for the file writer; a full queue makes callers wait.",

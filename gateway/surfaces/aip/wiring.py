@@ -1,5 +1,6 @@
-"""One generation's share of the AIP stores: the nonce store behind its signature gate and the
-event sink, acquired from `shared` when the surface mounts and released when it closes."""
+"""One generation's share of the AIP stores: the nonce store behind its signature gate, the
+event sink, and the ledger of issued request ids and event ids, acquired from `shared` when the
+surface mounts and released when it closes."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from gateway.surfaces.aip import shared
-from gateway.surfaces.aip.config import Aip
+from gateway.surfaces.aip.config import Aip, EventEndpoint
 from gateway.surfaces.aip.events import EventSink, create_sink
 from gateway.surfaces.aip.gate import Gate
-from gateway.surfaces.aip.nonces import create_nonce_store
+from gateway.surfaces.aip.ledger import EventLedger
+from gateway.surfaces.aip.nonces import create_nonce_store, create_store
 from gateway.surfaces.aip.signing_config import Events, Signing
 
 
@@ -25,10 +27,16 @@ def sink_key(events: Events) -> Hashable:
     return ("aip-events", "file", os.path.abspath(events.file))
 
 
+def ledger_key(url: str, event: EventEndpoint) -> Hashable:
+    # The retention is per generation (the ledger object), the entries live in the store.
+    return ("aip-ledger", url, event.key_prefix)
+
+
 @dataclass(slots=True)
 class Wiring:
     gate: Gate
     sink: EventSink | None
+    ledger: EventLedger | None
     keys: tuple[Hashable, ...]
 
     @classmethod
@@ -43,7 +51,15 @@ class Wiring:
             events = aip.events
             keys.append(sink_key(events))
             sink = shared.acquire(keys[-1], lambda: create_sink(events))
-        return cls(Gate(signing, nonces), sink, tuple(keys))
+        ledger = None
+        if aip.event is not None and sink is not None:
+            event, url = aip.event, aip.ledger_store()
+            keys.append(ledger_key(url, event))
+            store = shared.acquire(keys[-1], lambda: create_store(
+                url, event.key_prefix, event.store_timeout, event.max_memory_entries,
+                evict=True))
+            ledger = EventLedger(store, event.retention)
+        return cls(Gate(signing, nonces), sink, ledger, tuple(keys))
 
     async def release(self) -> None:
         for key in self.keys:

@@ -111,7 +111,8 @@ app.kubernetes.io/component: {{ .Values.mode }}
 
 {{/* More than one pod with state that must be shared kept in one pod: AIDIP registrations in
 memory (each pod lists only its own), AIP nonces in memory (a replay to another pod passes), AIP
-events in a file (scattered over pod filesystems, lost with a pod). */}}
+events in a file (scattered over pod filesystems, lost with a pod), AIP issued request ids and
+event ids in memory (aip.event.store, else the signing nonce store). */}}
 {{- define "aigw.checkLocalStores" -}}
 {{- $config := include "aigw.config" . | fromYaml -}}
 {{- $replicas := int (include "aigw.maxReplicas" .) -}}
@@ -132,6 +133,17 @@ events in a file (scattered over pod filesystems, lost with a pod). */}}
 {{- $events := get $aip "events" -}}
 {{- if and $events (not (get $events "redis_url")) -}}
 {{- $local = append $local "aip.events has no redis_url (events in each pod's file)" -}}
+{{- end -}}
+{{- $event := get $aip "event" -}}
+{{- if and $event $events -}}
+{{- $ledger := "memory://" -}}
+{{- if eq (toString (get $signing "enabled")) "true" -}}
+{{- $ledger = get $signing "nonce_store" | default "memory://" -}}
+{{- end -}}
+{{- $ledger = get $event "store" | default $ledger -}}
+{{- if hasPrefix "memory:" $ledger -}}
+{{- $local = append $local "aip.event.store is memory:// (an event citing a request another pod answered is refused)" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if $local -}}
