@@ -5,21 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-import limits
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gateway.auth.config import Method, PathPrefix, TokenKindName
+from gateway.ratelimit.rates import Rate
 from gateway.redis_url import check
 
 _SCHEMES = ("memory", "redis", "rediss", "redis+unix", "redis+cluster", "redis+sentinel")
-
-
-def _rate(value: str) -> str:
-    try:
-        limits.parse(value)
-    except ValueError:
-        raise ValueError("expected a rate such as 100/minute or 10 per second") from None
-    return value
 
 
 def _storage(value: str) -> str:
@@ -28,9 +20,6 @@ def _storage(value: str) -> str:
     if urlsplit(value).scheme not in _SCHEMES:
         raise ValueError(f"expected a storage URL with a scheme among {', '.join(_SCHEMES)}")
     return check(value)
-
-
-Rate = Annotated[str, AfterValidator(_rate)]
 
 
 class Strict(BaseModel):
