@@ -353,6 +353,18 @@ async def test_a_concurrent_burst_of_made_up_tokens_costs_at_most_the_limit(
     assert idp.stats()["introspections"] - before == 5
 
 
+def test_replicas_share_failure_counts_in_the_rate_limit_redis(idp: FakeIdp, echo,
+                                                               gateway_factory):
+    config = limited_config(idp, echo, "3/minute")
+    config["rate_limits"] = {"storage": "redis://127.0.0.1:6379",
+                             "key_prefix": f"aigw-test-{secrets.token_hex(4)}"}
+    first, second = gateway_factory(config), gateway_factory(config)
+    for token in made_up(3):
+        assert httpx.get(first.url + "/echo/articles", headers=bearer(token)).status_code == 401
+    refused = httpx.get(second.url + "/echo/articles", headers=bearer(secrets.token_urlsafe(24)))
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
+
+
 def test_the_failure_limit_answers_in_the_surface_dialect(tmp_path: Path, gateway_factory):
     config = aidre_gateway_config("http://127.0.0.1:9", tmp_path)
     config["auth"]["failure_limit"] = {"limit": "2/minute"}
