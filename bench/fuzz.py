@@ -73,8 +73,6 @@ def fuzz_config(workdir: Path) -> Path:
     articles = config["aidre"]["collections"]["articles"]
     config["aidre"]["collections"]["staff_notes"] = {
         **PRIVATE, "text_search": articles["text_search"], "chunk": articles["chunk"]}
-    signing = config["aip"]["signing"]["keys"]["demo-platform"]
-    signing["secret_file"] = str(REPO / "config" / "demo-aip-platform.secret")
     config["aip"]["events"] = {"file": str(workdir / "aip-events.jsonl")}
     config["logging"] = {"level": "warning", "access_log": False}
     path = workdir / "fuzz.yaml"

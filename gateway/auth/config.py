@@ -156,7 +156,7 @@ class Auth(Strict):
 
 
 class DemoClient(Strict):
-    secret: str
+    secret: SecretStr
     subject: str | None = Field(None, description="The tokens' `sub` (default: the client id).")
     scopes: list[str] = []
     kind: TokenKindName = "client"
