@@ -15,19 +15,19 @@ import os
 import secrets
 from pathlib import Path
 
-FORMS = ("generated_secret", "generated_secret_file")
-
 
 def generated(form: str, path: Path) -> str:
     """The secret kept at `path` (or, for `generated_secret_file`, the path), created first
-    when missing. Raises OSError when it can be neither read nor created."""
+    when missing. Raises OSError when it can be neither created nor read."""
     path = path.resolve()
     if not path.exists():
         create_once(path, secrets.token_hex(32) + "\n")
-    secret = path.read_text(encoding="ascii").strip()
+    if form == "generated_secret_file":
+        return str(path)  # read by the setting that names it
+    secret = path.read_text(encoding="utf-8").strip()
     if not secret:
         raise OSError(f"{path} is empty")
-    return str(path) if form == "generated_secret_file" else secret
+    return secret
 
 
 def create_once(path: Path, text: str) -> None:
