@@ -68,7 +68,9 @@ def auth_config(idp: FakeIdp, echo: str, **auth_overrides: object) -> dict:
 @pytest.fixture(scope="module")
 def gateway(idp: FakeIdp, echo: str, tmp_path_factory) -> Iterator[Gateway]:
     idp.publish(K1)
-    started = Gateway(auth_config(idp, echo), tmp_path_factory.mktemp("auth"))
+    # Every bad-token case below comes from this one address; the limit has tests of its own.
+    config = auth_config(idp, echo, failure_limit={"limit": "1000/minute"})
+    started = Gateway(config, tmp_path_factory.mktemp("auth"))
     yield started
     started.stop()
 
@@ -262,18 +264,30 @@ def limited_config(idp: FakeIdp, echo: str, limit: str, **proxy: object) -> dict
 def test_made_up_opaque_tokens_cost_one_introspection_each_and_are_remembered(
     idp: FakeIdp, echo, gateway_factory
 ):
-    unlimited = gateway_factory(auth_config(idp, echo))  # 40 failures: within the default
-    tokens = made_up(20)
+    unlimited = gateway_factory(auth_config(idp, echo))
+    tokens = made_up(15)  # and 15 repeats: within the default failure limit
     before = idp.stats()["introspections"]
     for token in tokens:
         assert httpx.get(unlimited.url + "/echo/articles", headers=bearer(token)).status_code \
             == 401
-    assert idp.stats()["introspections"] - before == 20
+    assert idp.stats()["introspections"] - before == 15
     time.sleep(2.5)  # past the old 2 s; the default negative TTL is 30 s
     for token in tokens:
         assert_refused(httpx.get(unlimited.url + "/echo/articles", headers=bearer(token)), 401,
                        "invalid_token")
-    assert idp.stats()["introspections"] - before == 20  # none repeated
+    assert idp.stats()["introspections"] - before == 15  # none repeated
+
+
+def test_the_reviews_sixty_made_up_tokens_cost_at_most_the_default_limit(
+    idp: FakeIdp, echo, gateway_factory
+):
+    fresh = gateway_factory(auth_config(idp, echo))
+    before = idp.stats()["introspections"]
+    with httpx.Client(base_url=fresh.url, timeout=10) as client:
+        statuses = [client.get("/echo/articles", headers=bearer(token)).status_code
+                    for token in made_up(60)]
+    assert statuses == [401] * 30 + [429] * 30  # auth.failure_limit: 30/minute by default
+    assert idp.stats()["introspections"] - before == 30
 
 
 async def test_concurrent_requests_with_one_new_token_share_one_introspection(

@@ -122,7 +122,7 @@ class FailureLimit(Strict):
     """Failed authentications counted per client address (an IPv6 address by its /64)."""
 
     limit: Rate = Field(
-        "60/minute", description="Failures allowed per address in the window; past it, a "
+        "30/minute", description="Failures allowed per address in the window; past it, a "
         "credential from that address that is not already verified is refused with 429 before "
         "any JWKS or introspection work.",
     )
