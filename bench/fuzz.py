@@ -44,6 +44,7 @@ from gateway.loader import load_config
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
+AIP_SECRET = REPO / ".aigw" / "demo-aip-platform.secret"  # made on the demo's first load
 OPENAPI = "/.well-known/aigw/openapi.json"
 PRIVATE = {"description": "Staff-only escalation notes (fuzz).", "visibility": "private",
            "scopes": ["staff:read"]}
@@ -73,11 +74,11 @@ def fuzz_config(workdir: Path) -> Path:
     config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
     config["policies"] = str(REPO / "policies")
     config["demo"]["issuer"]["key_file"] = str(REPO / ".aigw" / "demo-issuer.jwk.json")
+    config["aip"]["signing"]["keys"]["demo-platform"]["secret_file"] = \
+        "${generated_secret_file:" + str(AIP_SECRET) + "}"
     articles = config["aidre"]["collections"]["articles"]
     config["aidre"]["collections"]["staff_notes"] = {
         **PRIVATE, "text_search": articles["text_search"], "chunk": articles["chunk"]}
-    signing = config["aip"]["signing"]["keys"]["demo-platform"]
-    signing["secret_file"] = str(REPO / "config" / "demo-aip-platform.secret")
     config["aip"]["events"] = {"file": str(workdir / "aip-events.jsonl")}
     config["logging"] = {"level": "warning", "access_log": False}
     path = workdir / "fuzz.yaml"
@@ -259,8 +260,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{time.monotonic() - started:.0f} s", flush=True)
         port = int(url.rsplit(":", 1)[1])
         run_raw(port, people, opts.raw_examples, recorder)
-        secret_file = REPO / "config" / "demo-aip-platform.secret"
-        run_raw(port, people, opts.attack_examples, recorder, attack_requests(secret_file))
+        run_raw(port, people, opts.attack_examples, recorder, attack_requests(AIP_SECRET))
         print(f"all: {len(recorder.exchanges)} requests, {time.monotonic() - started:.0f} s",
               flush=True)
         time.sleep(0.5)  # the recorder's last lines

@@ -26,6 +26,7 @@ NUMERIC_TARGETS = ("/v1/streams/messages/records?limit={}", "/v1/search?q=refund
 NESTED_TARGETS = (("/pag/events", "extensions"), ("/pag/retrieve", "query_text"),
                   ("/search", "query"), ("/agents/search", "query"), ("/agents", "inputs"))
 DEPTHS = (200, 253, 254, 255, 300, 1000)
+PLATFORM = "demo-assistant"  # the platform the demo's signing key speaks for
 HOSTILE_SCHEMAS: tuple[Any, ...] = (
     {"$ref": "http://127.0.0.1:9/internal"},
     {"$ref": "https://example.com/schema.json"},
@@ -90,7 +91,7 @@ def _repeated_signature(secret: bytes) -> st.SearchStrategy[RawRequest]:
     @st.composite
     def build(draw: st.DrawFn) -> RawRequest:
         body = json.dumps({"aip_version": "0.1", "request_id": "fuzz-signed",
-                           "platform": {"id": "demo-platform", "name": "Fuzz"},
+                           "platform": {"id": PLATFORM, "name": "Fuzz"},
                            "query_text": "refund"}).encode()
         valid = sign(secret, "demo-platform", "POST", "/pag/retrieve", body)
         repeated = draw(st.sampled_from(sorted(valid)))

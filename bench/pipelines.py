@@ -119,9 +119,6 @@ def aigw_yaml(setup: Setup, port: int, admin_port: int) -> str:
     config["rate_limits"] = {"storage": setup.redis_url, "rules": [
         {"name": "bench", "paths": ["/"], "key": "client", "limit": "100000000/minute"}]}
     config.pop("demo", None)
-    for key in (config.get("aip", {}).get("signing") or {}).get("keys", {}).values():
-        if key.get("secret_file"):  # read from the working directory: the bench runs elsewhere
-            key["secret_file"] = str(run.REPO_DIR / key["secret_file"])
     events = (config.get("aip") or {}).get("events") or {}
     if events.get("file"):
         events["file"] = str(workdir_events(setup))

@@ -22,6 +22,7 @@ from gateway.ratelimit.fields import with_rate_limit_fields
 from gateway.routing import Document
 from gateway.runtime import Generation, Runtime
 from gateway.surface import Mount
+from gateway.upgrades import as_http_scope, denial_channel, wants_websocket, websocket_refused
 
 Scope = dict[str, Any]
 log = logging.getLogger("aigw.app")
@@ -36,8 +37,17 @@ class GatewayApp:
             await self._http(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
-        else:  # websockets are not proxied yet; refuse the handshake
+        elif scope["type"] == "websocket":
+            await self._websocket(scope, send)
+
+    async def _websocket(self, scope: Scope, send: Any) -> None:
+        """Under a server that speaks WebSocket: the handshake is refused as an HTTP upgrade
+        request would be, or, where the server cannot send an HTTP answer, closed (its 403)."""
+        channel = denial_channel(scope, send)
+        if channel is None:
             await send({"type": "websocket.close", "code": 1008})
+            return
+        await self._http(as_http_scope(scope), *channel)
 
     async def _http(self, scope: Scope, receive: Any, send: Any) -> None:
         generation = self.runtime.current
@@ -94,6 +104,9 @@ class GatewayApp:
         if reason is not None:
             error = errors.GatewayError(400, "invalid_path", f"Refused: {reason}.")
             await _answer_error(owner, error, ctx, scope, receive, send)
+            return
+        if wants_websocket(scope["headers"]):
+            await _answer_error(owner, websocket_refused(), ctx, scope, receive, send)
             return
         if path in generation.cors_paths:
             if generation.cors.is_preflight(scope):

@@ -11,6 +11,11 @@
   since the last body bytes is 431. Trailer fields count towards the header caps and are
   dropped: they never join the request's headers.
 - Malformed HTTP is answered with a short JSON 400 `invalid_http` instead of uvicorn's text.
+- Upgrades: uvicorn runs with `ws="none"`, so an upgrade request (a WebSocket handshake) is an
+  ordinary request to the app, which refuses a WebSocket in the path owner's dialect
+  (`gateway/upgrades.py`). What follows its head belongs to the protocol the client hoped
+  for: it is dropped, and the connection closes after the answer. An upgrade request with a
+  body is 400 `invalid_http`: the parser would hand the body to that other protocol.
 
 Every such answer carries a fresh request id (body and `X-Request-Id`) and `Connection: close`.
 """
@@ -25,6 +30,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from gateway import errors, observability
+from gateway.bodytimer import has_body
 from gateway.coalesce import CoalescingTransport
 from gateway.context import new_request_id
 from gateway.headlimits import HeadLimits, head_too_large, too_many_headers
@@ -99,10 +105,7 @@ class EdgeProtocol(HttpToolsProtocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            if self._should_upgrade():
-                self.handle_websocket_upgrade()
-            else:
-                self._unsupported_upgrade_warning()
+            self._after_upgrade_request()
             return
         except httptools.HttpParserError as exc:
             cause = exc.__context__
@@ -145,6 +148,9 @@ class EdgeProtocol(HttpToolsProtocol):
             super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
+        if self.parser.should_upgrade() and has_body(self.headers):
+            raise _HeadRefused(errors.GatewayError(
+                400, "invalid_http", "An upgrade request cannot carry a body."))
         self._in_head = self._head_started = False
         self._fresh_in_chunk = True
         self._cancel_head_timer()
@@ -163,6 +169,15 @@ class EdgeProtocol(HttpToolsProtocol):
         self._head_bytes += size
         if self._head_bytes > self.limits.max_header_bytes:
             raise _HeadRefused(head_too_large(self.limits.max_header_bytes))
+
+    def _after_upgrade_request(self) -> None:
+        """The upgrade request is answered as HTTP, then the connection closes; the bytes after
+        its head (another protocol's) are never parsed."""
+        self._refused = True
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.keep_alive = False
+        elif not self.transport.is_closing():
+            self.transport.close()
 
     # Header-read timeout
     def _arm_head_timer(self) -> None:

@@ -1,4 +1,5 @@
-"""Read YAML config and policy files into `Settings`, with `${VAR}` interpolation.
+"""Read YAML config and policy files into `Settings`, with `${VAR}` interpolation (and
+`${generated_secret:PATH}`, a secret made once on this machine: `gateway.generated_secrets`).
 
 Every problem is reported as a `ConfigIssue` naming the file, the dotted path inside it and
 what was expected, and all problems of one load are reported together.
@@ -19,11 +20,13 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gateway import registry
+from gateway.generated_secrets import generated
 from gateway.policy.bundle import PolicyBundle, build_bundle, revision_of
 from gateway.settings import Settings
 from gateway.warnings import core_warnings
 
-_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VARIABLE = re.compile(r"\$\$|\$\{(?:(?P<form>generated_secret(?:_file)?):(?P<path>[^}]+)"
+                       r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?)\}")
 _SECRET_WORDS = ("secret", "password", "token", "key", "credential")
 
 
@@ -136,12 +139,12 @@ def _read_yaml(file: Path, env: Mapping[str, str], issues: list[ConfigIssue]) ->
         issues.append(ConfigIssue(str(file), "", "expected a mapping at the top level"))
         return None
     found = len(issues)
-    document = _interpolate(document, (), str(file), env, issues)
+    document = _interpolate(document, (), file, env, issues)
     return document if len(issues) == found else None
 
 
 def _interpolate(
-    node: Any, where: tuple[str | int, ...], file: str, env: Mapping[str, str], issues: list
+    node: Any, where: tuple[str | int, ...], file: Path, env: Mapping[str, str], issues: list
 ) -> Any:
     if isinstance(node, dict):
         return {key: _interpolate(value, (*where, key), file, env, issues)
@@ -155,16 +158,30 @@ def _interpolate(
     def substitute(match: re.Match[str]) -> str:
         if match.group(0) == "$$":
             return "$"
-        name, default = match.group(1), match.group(2)
+        if match.group("form"):
+            path = file.parent / match.group("path")
+            return _generated(match.group("form"), path, str(file), _dotted(where), issues)
+        name, default = match.group("name"), match.group("default")
         if name in env:
             return env[name]
         if default is not None:
             return default
-        issues.append(ConfigIssue(file, _dotted(where),
+        issues.append(ConfigIssue(str(file), _dotted(where),
                                   f"environment variable {name} is not set and has no default"))
         return ""
 
     return _VARIABLE.sub(substitute, node)
+
+
+def _generated(form: str, path: Path, file: str, where: str, issues: list) -> str:
+    """A `${generated_secret...}` form's value, or "" with the issue saying why not."""
+    try:
+        return generated(form, path)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        issues.append(ConfigIssue(file, where, f"cannot read or create the generated secret "
+                                               f"{path}: {reason}"))
+        return ""
 
 
 def _validate(raw: dict[str, Any], file: str, issues: list[ConfigIssue],

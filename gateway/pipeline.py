@@ -138,10 +138,11 @@ class Pipeline:
     @classmethod
     def from_config(
         cls, loaded: LoadedConfig, public_paths: frozenset[str], storage: Any = None,
-        resources: dict[str, Any] | None = None,
+        resources: dict[str, Any] | None = None, failure_store: Any = None,
     ) -> Pipeline:
-        """The stages a config asks for; `storage` is the rate-limit store to count in and
-        `resources` the surfaces' collections and streams the policy decides on."""
+        """The stages a config asks for; `storage` is the rate-limit store to count in,
+        `resources` the surfaces' collections and streams the policy decides on, and
+        `failure_store` the `limits` storage failed authentications are counted in."""
         settings = loaded.settings
         authenticator = limiter = None
         from gateway.policy.engine import PolicyEngine
@@ -154,7 +155,7 @@ class Pipeline:
 
             resource = resource_identifier(settings.auth, settings.public_base_url)
             authenticator = BearerAuthenticator(settings.auth, metadata_url(resource),
-                                                public_paths, loaded.bundle)
+                                                public_paths, loaded.bundle, failure_store)
         if settings.rate_limits is not None and settings.rate_limits.rules:
             from gateway.ratelimit.limiter import Limiter
 

@@ -35,7 +35,7 @@ log = logging.getLogger("aigw.runtime")
 class Generation:
     def __init__(
         self, number: int, loaded: LoadedConfig, transports: dict[str, Transport],
-        storage: Any = None,
+        storage: Any = None, failure_store: Any = None,
     ) -> None:
         settings = loaded.settings
         self.number = number
@@ -62,7 +62,8 @@ class Generation:
         api_keys = settings.auth.api_keys if settings.auth else None
         self.cors = DocumentCors(settings.discovery, api_keys.header if api_keys else None)
         self.identity = IdentityForwarding(settings.auth)
-        self.pipeline = Pipeline.from_config(loaded, public, storage, self.resources)
+        self.pipeline = Pipeline.from_config(loaded, public, storage, self.resources,
+                                             failure_store)
         self.revision = loaded.bundle.revision if loaded.bundle is not None else "none"
         self.active = 0
         self.retired = False
@@ -95,7 +96,9 @@ class Runtime:
     def __init__(self, loaded: LoadedConfig) -> None:
         transports = {name: create_transport(up) for name, up in loaded.settings.upstreams.items()}
         self._storages: dict[tuple[str, str, str, float], Any] = {}
-        self.current = Generation(1, loaded, transports, self._storage(loaded))
+        self._failure_stores: dict[tuple[str, str, float], Any] = {}
+        self.current = Generation(1, loaded, transports, self._storage(loaded),
+                                  self._failure_store(loaded))
         self.decision_log = _decision_log(loaded)
         _show_revision(self.current)
         self.draining = False
@@ -116,7 +119,8 @@ class Runtime:
             previous = old.settings.upstreams.get(name)
             reuse = previous == upstream and name in old.transports
             transports[name] = old.transports[name] if reuse else create_transport(upstream)
-        new = Generation(old.number + 1, loaded, transports, self._storage(loaded))
+        new = Generation(old.number + 1, loaded, transports, self._storage(loaded),
+                         self._failure_store(loaded))
         if loaded.settings.decision_log != old.settings.decision_log:
             self._close_later(self.decision_log)
             self.decision_log = _decision_log(loaded)
@@ -140,6 +144,20 @@ class Runtime:
 
             self._storages[key] = create_counter(*key)
         return self._storages[key]
+
+    def _failure_store(self, loaded: LoadedConfig) -> Any:
+        """Where failed authentications are counted: the rate-limit store's URL, else process
+        memory; shared across reloads like the rate-limit counter."""
+        auth, limits = loaded.settings.auth, loaded.settings.rate_limits
+        if auth is None or auth.failure_limit is None:
+            return None
+        key = ("memory://", "", 0.0) if limits is None else \
+            (limits.storage, limits.key_prefix, limits.store_timeout)
+        if key not in self._failure_stores:
+            from gateway.ratelimit.counters import limits_storage
+
+            self._failure_stores[key] = limits_storage(*key)
+        return self._failure_stores[key]
 
     def _close_later(self, decision_log: DecisionLog) -> None:
         task = asyncio.ensure_future(decision_log.aclose())

@@ -46,7 +46,7 @@ def listener(
 ) -> Server:
     config = uvicorn.Config(
         app, host=host, port=port, lifespan=lifespan, loop="none",
-        http=protocol_for(limits or HeadLimits()),
+        http=protocol_for(limits or HeadLimits()), ws="none",  # upgrades reach the app as HTTP
         log_config=None, access_log=False, server_header=False, proxy_headers=False,
         timeout_graceful_shutdown=math.ceil(grace), timeout_keep_alive=keep_alive,
     )

@@ -19,6 +19,7 @@ from pydantic import (
 from gateway.auth.config import Auth, Demo, HeaderName
 from gateway.ratelimit.config import RateLimits
 from gateway.service import Service
+from gateway.weak_secrets import CREDENTIAL_HEADERS
 
 Port = Annotated[int, Field(ge=0, le=65535)]
 Seconds = Annotated[float, Field(gt=0, le=3600)]
@@ -97,7 +98,7 @@ class Upstream(Strict):
                                "its trailers counted in; more is a 502."
     )
     preserve_host: bool = Field(False, description="Send the client's Host instead of the URL's.")
-    add_headers: dict[HeaderName, str] = Field(
+    add_headers: Annotated[dict[HeaderName, str], CREDENTIAL_HEADERS] = Field(
         {}, description="Sent on every upstream request, e.g. the gateway's own credentials."
     )
     rewrite_redirects: bool = Field(
@@ -188,7 +189,7 @@ class Tracing(Strict):
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else "
         "http://localhost:4318/v1/traces.",
     )
-    headers: dict[HeaderName, str] = Field(
+    headers: Annotated[dict[HeaderName, str], CREDENTIAL_HEADERS] = Field(
         {}, description="Sent with every export, e.g. the collector's credentials (use "
         "${VAR}). Empty: OTEL_EXPORTER_OTLP_TRACES_HEADERS or OTEL_EXPORTER_OTLP_HEADERS.",
     )

@@ -1,7 +1,8 @@
 """Config warnings of the core: a config that loads and serves, but not as it should.
 
 `aigw validate` prints them (and fails on them with `--strict`); `aigw run` logs them once.
-Spec surfaces add theirs through `Surface.warnings`.
+Spec surfaces add theirs through `Surface.warnings`; a secret of any section is judged by the
+one rule in `gateway.weak_secrets`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from urllib.parse import urlsplit
 from gateway import registry
 from gateway.ratelimit.keys import self_declared_key_warnings
 from gateway.settings import Settings
+from gateway.weak_secrets import weak_secret_warnings
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
 
 
 def core_warnings(settings: Settings) -> list[Problem]:
-    found = []
+    found = weak_secret_warnings(settings)  # every section's, plug-ins' included
     url = settings.public_base_url
     if url and urlsplit(url).scheme == "http" and not is_loopback(urlsplit(url).hostname):
         found.append(("public_base_url",

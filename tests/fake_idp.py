@@ -11,6 +11,7 @@ Both answer 503 while the IdP is down.
 
 POST /admin/jwks     {"keys": [...public JWKs...], "max_age"?: int}
 POST /admin/down     {"down": bool}
+POST /admin/delay    {"seconds": float}   (each introspection answers that much later)
 POST /admin/tokens   {"TOKEN": {introspection response}, ...}   (merged into the table)
 POST /admin/reset    back to the initial state
 GET  /admin/stats    -> {"jwks_fetches": n, "introspections": n} (failed requests included)
@@ -18,6 +19,7 @@ GET  /admin/stats    -> {"jwks_fetches": n, "introspections": n} (failed request
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hmac
 import sys
@@ -35,7 +37,7 @@ CLIENT = f"{sys.argv[2]}:{sys.argv[3]}" if len(sys.argv) > 3 else "client:secret
 
 def _initial() -> dict[str, Any]:
     return {"jwks": {"keys": []}, "max_age": 300, "down": False, "tokens": {},
-            "jwks_fetches": 0, "introspections": 0}
+            "jwks_fetches": 0, "introspections": 0, "delay": 0.0}
 
 
 state = _initial()
@@ -63,6 +65,8 @@ async def jwks(request: Request) -> Response:
 
 async def introspect(request: Request) -> Response:
     state["introspections"] += 1
+    if state["delay"]:
+        await asyncio.sleep(state["delay"])
     if state["down"]:
         return _unavailable()
     if not _authorized(request.headers.get("authorization", "")):
@@ -82,6 +86,11 @@ async def set_jwks(request: Request) -> Response:
 
 async def set_down(request: Request) -> Response:
     state["down"] = bool((await request.json())["down"])
+    return JSONResponse({"ok": True})
+
+
+async def set_delay(request: Request) -> Response:
+    state["delay"] = float((await request.json())["seconds"])
     return JSONResponse({"ok": True})
 
 
@@ -105,6 +114,7 @@ app = Starlette(routes=[
     Route("/introspect", introspect, methods=["POST"]),
     Route("/admin/jwks", set_jwks, methods=["POST"]),
     Route("/admin/down", set_down, methods=["POST"]),
+    Route("/admin/delay", set_delay, methods=["POST"]),
     Route("/admin/tokens", set_tokens, methods=["POST"]),
     Route("/admin/reset", reset, methods=["POST"]),
     Route("/admin/stats", stats),

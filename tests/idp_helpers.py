@@ -91,6 +91,9 @@ class FakeIdp:
     def down(self, down: bool) -> None:
         httpx.post(self.url + "/admin/down", json={"down": down}).raise_for_status()
 
+    def delay(self, seconds: float) -> None:
+        httpx.post(self.url + "/admin/delay", json={"seconds": seconds}).raise_for_status()
+
     def tokens(self, table: dict[str, dict[str, Any]]) -> None:
         httpx.post(self.url + "/admin/tokens", json=table).raise_for_status()
 

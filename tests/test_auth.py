@@ -3,7 +3,9 @@ introspection endpoint served by tests/fake_idp.py on loopback."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import secrets
 import sys
 import threading
 import time
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from aidre_config import aidre_gateway_config
 from idp_helpers import (
     AUDIENCE,
     ISSUER,
@@ -65,7 +68,9 @@ def auth_config(idp: FakeIdp, echo: str, **auth_overrides: object) -> dict:
 @pytest.fixture(scope="module")
 def gateway(idp: FakeIdp, echo: str, tmp_path_factory) -> Iterator[Gateway]:
     idp.publish(K1)
-    started = Gateway(auth_config(idp, echo), tmp_path_factory.mktemp("auth"))
+    # Every bad-token case below comes from this one address; the limit has tests of its own.
+    config = auth_config(idp, echo, failure_limit={"limit": "1000/minute"})
+    started = Gateway(config, tmp_path_factory.mktemp("auth"))
     yield started
     started.stop()
 
@@ -240,6 +245,151 @@ def test_introspection_outage_fails_closed(idp: FakeIdp, get):
         idp.down(False)
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "auth_unavailable"
+
+
+# --- made-up credentials: negative caching and the failure limit --------------------------
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def made_up(count: int) -> list[str]:
+    return [secrets.token_urlsafe(24) for _ in range(count)]
+
+
+def limited_config(idp: FakeIdp, echo: str, limit: str, **proxy: object) -> dict:
+    return {**auth_config(idp, echo, failure_limit={"limit": limit}), "proxy": proxy}
+
+
+def test_made_up_opaque_tokens_cost_one_introspection_each_and_are_remembered(
+    idp: FakeIdp, echo, gateway_factory
+):
+    unlimited = gateway_factory(auth_config(idp, echo))
+    tokens = made_up(15)  # and 15 repeats: within the default failure limit
+    before = idp.stats()["introspections"]
+    for token in tokens:
+        assert httpx.get(unlimited.url + "/echo/articles", headers=bearer(token)).status_code \
+            == 401
+    assert idp.stats()["introspections"] - before == 15
+    time.sleep(2.5)  # past the old 2 s; the default negative TTL is 30 s
+    for token in tokens:
+        assert_refused(httpx.get(unlimited.url + "/echo/articles", headers=bearer(token)), 401,
+                       "invalid_token")
+    assert idp.stats()["introspections"] - before == 15  # none repeated
+
+
+def test_the_reviews_sixty_made_up_tokens_cost_at_most_the_default_limit(
+    idp: FakeIdp, echo, gateway_factory
+):
+    fresh = gateway_factory(auth_config(idp, echo))
+    before = idp.stats()["introspections"]
+    with httpx.Client(base_url=fresh.url, timeout=10) as client:
+        statuses = [client.get("/echo/articles", headers=bearer(token)).status_code
+                    for token in made_up(60)]
+    assert statuses == [401] * 30 + [429] * 30  # auth.failure_limit: 30/minute by default
+    assert idp.stats()["introspections"] - before == 30
+
+
+async def test_concurrent_requests_with_one_new_token_share_one_introspection(
+    idp: FakeIdp, echo, gateway_factory
+):
+    sharing = gateway_factory(auth_config(idp, echo))
+    token = secrets.token_urlsafe(24)
+    idp.tokens({token: {"active": True, "sub": "bob", "scope": "articles:read"}})
+    before = idp.stats()["introspections"]
+    idp.delay(0.5)
+    try:
+        async with httpx.AsyncClient(base_url=sharing.url, timeout=10) as client:
+            responses = await asyncio.gather(*(client.get("/echo/articles", headers=bearer(token))
+                                               for _ in range(20)))
+    finally:
+        idp.delay(0)
+    assert {response.status_code for response in responses} == {200}
+    assert idp.stats()["introspections"] - before == 1
+
+
+def test_past_the_failure_limit_an_address_gets_429_without_reaching_the_idp(
+    idp: FakeIdp, echo, gateway_factory
+):
+    limited = gateway_factory(limited_config(idp, echo, "5/minute"))
+    known = secrets.token_urlsafe(24)
+    idp.tokens({known: {"active": True, "sub": "bob", "scope": "articles:read"}})
+    assert httpx.get(limited.url + "/echo/articles", headers=bearer(known)).status_code == 200
+    for token in made_up(5):
+        assert_refused(httpx.get(limited.url + "/echo/articles", headers=bearer(token)), 401,
+                       "invalid_token")
+    stats = idp.stats()
+    refused = [httpx.get(limited.url + "/echo/articles", headers=headers) for headers in (
+        bearer(secrets.token_urlsafe(24)), bearer(K1.token(kid="never-published")),
+        bearer(K1.token()), {"x-api-key": API_KEY})]
+    assert idp.stats() == stats  # no introspection, no JWKS fetch
+    for response in refused:
+        assert response.status_code == 429, response.text
+        error = response.json()["error"]
+        assert error["code"] == "rate_limited" and error["details"] == {"reason": "auth_failures"}
+        assert error["request_id"] == response.headers["x-request-id"]
+        assert 1 <= int(response.headers["retry-after"]) <= 60
+    # a token verified before still works; callers without credentials are not held up
+    assert httpx.get(limited.url + "/echo/articles", headers=bearer(known)).status_code == 200
+    assert httpx.get(limited.url + "/public/page").status_code == 200
+    assert limited.metric("aigw_auth_failures_total", code="rate_limited") == 4
+
+
+def test_the_failure_limit_counts_the_address_a_trusted_proxy_names(
+    idp: FakeIdp, echo, gateway_factory
+):
+    limited = gateway_factory(limited_config(idp, echo, "3/minute",
+                                             trusted_proxies=["127.0.0.1"]))
+
+    def attempt(client_ip: str) -> int:
+        headers = {**bearer(secrets.token_urlsafe(24)), "x-forwarded-for": client_ip}
+        return httpx.get(limited.url + "/echo/articles", headers=headers).status_code
+
+    assert [attempt("203.0.113.7") for _ in range(4)] == [401, 401, 401, 429]
+    assert attempt("203.0.113.8") == 401  # another client behind the same proxy
+    assert [attempt(f"2001:db8::{n}") for n in range(1, 5)] == [401, 401, 401, 429]  # one /64
+
+
+async def test_a_concurrent_burst_of_made_up_tokens_costs_at_most_the_limit(
+    idp: FakeIdp, echo, gateway_factory
+):
+    limited = gateway_factory(limited_config(idp, echo, "5/minute"))
+    before = idp.stats()["introspections"]
+    idp.delay(0.5)
+    try:
+        async with httpx.AsyncClient(base_url=limited.url, timeout=10) as client:
+            responses = await asyncio.gather(*(client.get("/echo/articles", headers=bearer(t))
+                                               for t in made_up(30)))
+    finally:
+        idp.delay(0)
+    statuses = sorted(response.status_code for response in responses)
+    assert statuses == [401] * 5 + [429] * 25
+    assert idp.stats()["introspections"] - before == 5
+
+
+def test_replicas_share_failure_counts_in_the_rate_limit_redis(idp: FakeIdp, echo,
+                                                               gateway_factory):
+    config = limited_config(idp, echo, "3/minute")
+    config["rate_limits"] = {"storage": "redis://127.0.0.1:6379",
+                             "key_prefix": f"aigw-test-{secrets.token_hex(4)}"}
+    first, second = gateway_factory(config), gateway_factory(config)
+    for token in made_up(3):
+        assert httpx.get(first.url + "/echo/articles", headers=bearer(token)).status_code == 401
+    refused = httpx.get(second.url + "/echo/articles", headers=bearer(secrets.token_urlsafe(24)))
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
+
+
+def test_the_failure_limit_answers_in_the_surface_dialect(tmp_path: Path, gateway_factory):
+    config = aidre_gateway_config("http://127.0.0.1:9", tmp_path)
+    config["auth"]["failure_limit"] = {"limit": "2/minute"}
+    aidre = gateway_factory(config)
+    statuses = [httpx.get(aidre.url + "/collections", headers={"x-api-key": "wrong"})
+                for _ in range(3)]
+    assert [response.status_code for response in statuses] == [401, 401, 429]
+    document = statuses[-1].json()
+    assert document["error"] == "rate_limited"  # AIDRE's envelope, not the gateway's
+    assert document["request_id"] == statuses[-1].headers["x-request-id"]
+    assert "retry-after" in statuses[-1].headers
 
 
 def test_a_flood_of_unknown_kids_refetches_the_jwks_at_most_once_per_cooldown(

@@ -71,6 +71,42 @@ def test_missing_variable_names_file_and_path(tmp_path: Path):
     ]
 
 
+GENERATED = """
+upstreams: {legacy: {url: "http://127.0.0.1:9"}}
+auth:
+  resource: https://api.example.com
+  introspection:
+    endpoint: https://idp.example.com/introspect
+    client_id: gateway
+    client_secret: ${generated_secret:state/introspection.secret}
+decision_log: {sink: file, path: "${generated_secret_file:state/introspection.secret}"}
+"""
+
+
+def test_a_generated_secret_is_made_once_kept_private_and_read_again(tmp_path: Path):
+    (tmp_path / "config").mkdir()
+    path = write(tmp_path / "config", GENERATED)
+    first = load_config(path, env={}).settings
+    secret = first.auth.introspection.client_secret.get_secret_value()
+    kept = tmp_path / "config" / "state" / "introspection.secret"
+    assert re.fullmatch(r"[0-9a-f]{64}", secret)
+    assert kept.read_text() == secret + "\n" and kept.stat().st_mode & 0o777 == 0o600
+    assert first.decision_log.path == str(kept)  # the _file form: the absolute path
+    again = load_config(path, env={}).settings  # a restart, another worker: the same secret
+    assert again.auth.introspection.client_secret.get_secret_value() == secret
+    elsewhere = write(tmp_path, GENERATED, "other.yaml")  # another checkout: its own secret
+    other = load_config(elsewhere, env={}).settings.auth.introspection.client_secret
+    assert other.get_secret_value() != secret
+
+
+def test_a_generated_secret_that_cannot_be_made_is_a_config_error(tmp_path: Path):
+    (tmp_path / "state").write_text("a file where the folder should be")
+    path = write(tmp_path, GENERATED)
+    [issue, *_] = issues_of(path)
+    assert issue.startswith(f"{path}: auth.introspection.client_secret: cannot read or create "
+                            f"the generated secret {tmp_path / 'state' / 'introspection.secret'}")
+
+
 def test_every_error_is_reported_with_file_path_and_expectation(tmp_path: Path):
     path = write(tmp_path, """
 listen:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,11 +29,16 @@ def printed_commands(banner: str) -> list[tuple[str, int]]:
 
 @pytest.fixture
 def demo(tmp_path: Path):
+    """`aigw demo` as on a fresh checkout: the shipped config and policies, no `.aigw/` yet."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "config", checkout / "config")
+    shutil.copytree(ROOT / "policies", checkout / "policies")
     env = {**os.environ, "AIGW_PORT": str(free_port()), "AIGW_ADMIN_PORT": str(free_port()),
            "AIGW_ISSUER_PORT": str(free_port()), "PYTHONUNBUFFERED": "1"}
     out = (tmp_path / "demo.out").open("w+")
     process = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "demo", "--backend-port", str(free_port())],
+        [sys.executable, "-m", "gateway", "demo", "--backend-port", str(free_port()),
+         "--config", str(checkout / "config" / "demo.yaml")],
         cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
     )
     wait_for_http(f"http://127.0.0.1:{env['AIGW_ADMIN_PORT']}/readyz", process=process)
@@ -64,3 +70,17 @@ def test_demo_curl_commands_work_as_printed_and_ctrl_c_stops_it(demo):
     assert "x-aip-signature: v1=" in headers  # verified, so the answer is signed
     process.send_signal(signal.SIGINT)
     assert process.wait(15) == 0
+
+
+def test_the_demo_makes_its_own_secrets_and_commits_none(demo):
+    _, output, _ = demo
+    state = output.parent / "checkout" / ".aigw"
+    made = sorted(path.name for path in state.glob("demo-*.secret"))
+    assert "demo-aidre-cursor.secret" in made and "demo-aip-platform.secret" in made
+    for name in made:
+        assert (state / name).stat().st_mode & 0o777 == 0o600
+        assert re.fullmatch(r"[0-9a-f]{64}\n", (state / name).read_text())
+    agent = (state / "demo-client-demo-agent.secret").read_text().strip()
+    banner = output.read_text()
+    assert f"-u demo-agent:{agent} " in banner and "demo-agent-secret" not in banner
+    assert not list((ROOT / "config").glob("*.secret"))  # none committed

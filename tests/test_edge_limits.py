@@ -13,7 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from aidre_config import aidre_gateway_config
 from processes import Gateway
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from gateway.app import GatewayApp
 from gateway.loader import load_config
@@ -92,6 +95,10 @@ def send_and_close(gateway: Gateway, data: bytes) -> tuple[int, dict[str, str], 
 
 def request_count(gateway: Gateway) -> int:
     return httpx.get(gateway.url + "/count").json()["requests"]
+
+
+def upstream_calls(gateway: Gateway) -> int:
+    return httpx.get(gateway.url + "/count").json()["others"]
 
 
 def assert_refused(status: int, headers: dict[str, str], body: bytes, expected: int,
@@ -306,3 +313,96 @@ def test_generated_request_ids_differ_across_requests(gateway: Gateway):
     with httpx.Client(base_url=gateway.url, timeout=10) as client:
         ids = {client.get("/echo/id").headers["x-request-id"] for _ in range(50)}
     assert len(ids) == 50
+
+
+# --- upgrades: no WebSocket is served ----------------------------------------------------
+
+WEBSOCKET_FIELDS = [("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                    ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+                    ("Sec-WebSocket-Version", "13")]
+
+
+def test_a_websocket_handshake_gets_a_json_refusal_with_a_request_id(gateway: Gateway):
+    with pytest.raises(InvalidStatus) as refused:
+        ws_connect(f"ws://127.0.0.1:{gateway.port}/echo/socket", open_timeout=10)
+    response = refused.value.response
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/json"
+    error = json.loads(response.body)["error"]
+    assert error["code"] == "websocket_not_supported"
+    assert error["request_id"] == response.headers["x-request-id"]
+
+
+def test_a_websocket_handshake_never_reaches_the_upstream_and_closes(gateway: Gateway):
+    before = upstream_calls(gateway)
+    frame = b"\x81\x85\x37\xfa\x21\x3d\x7f\x9f\x4d\x51\x58"  # a masked "Hello" text frame
+    status, headers, body = send_and_close(
+        gateway, head("/echo/socket", WEBSOCKET_FIELDS) + frame)
+    assert_refused(status, headers, body, 400, "websocket_not_supported")
+    assert upstream_calls(gateway) == before  # and the frame after it was never parsed
+
+
+@pytest.fixture(scope="module")
+def surfaced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """A gateway whose AIDRE surface owns /search and /chunks."""
+    workdir = tmp_path_factory.mktemp("edge-aidre")
+    started = Gateway(aidre_gateway_config("http://127.0.0.1:9", workdir, listen=EDGE), workdir)
+    yield started
+    started.stop()
+
+
+def test_a_websocket_handshake_on_a_surface_path_is_refused_in_its_dialect(surfaced: Gateway):
+    status, headers, body = send_and_close(surfaced, head("/chunks/articles:a1",
+                                                          WEBSOCKET_FIELDS))
+    assert status == 400 and headers["connection"] == "close"
+    document = json.loads(body)
+    assert document["error"] == "invalid_request"  # AIDRE's vocabulary
+    assert document["details"]["reason"] == "websocket_not_supported"
+    assert document["request_id"] == headers["x-request-id"]
+
+
+def test_an_upgrade_request_with_a_body_is_refused_at_the_edge(gateway: Gateway):
+    fields = [("Upgrade", "h2c"), ("Connection", "Upgrade"), ("Content-Length", "5")]
+    data = head("/echo/h2c", fields).replace(b"GET ", b"POST ", 1) + b"hello"
+    status, headers, body = send_and_close(gateway, data)
+    assert_refused(status, headers, body, 400, "invalid_http")
+
+
+def test_another_upgrade_is_ignored_and_answered_over_http_1_1(gateway: Gateway):
+    fields = [("Upgrade", "h2c"), ("Connection", "Upgrade, HTTP2-Settings"),
+              ("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")]
+    status, headers, body = send_and_close(gateway, head("/echo/h2c", fields))
+    assert status == 200 and headers["connection"] == "close"
+    sent = [name.lower() for name, _ in json.loads(body)["headers"]]
+    assert "upgrade" not in sent  # hop-by-hop: never forwarded
+
+
+async def test_a_websocket_scope_from_another_server_gets_the_same_refusal(tmp_path: Path,
+                                                                         echo: str):
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump(config_for(echo)))
+    runtime = Runtime(load_config(config, env={}))
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    async def receive() -> dict:
+        return {"type": "websocket.connect"}
+
+    scope = {"type": "websocket", "path": "/echo/socket", "raw_path": b"/echo/socket",
+             "query_string": b"", "headers": [(b"host", b"edge"), (b"upgrade", b"websocket"),
+                                              (b"connection", b"upgrade")],
+             "client": ("127.0.0.1", 1234), "scheme": "ws",
+             "extensions": {"websocket.http.response": {}}}
+    try:
+        await GatewayApp(runtime)(scope, receive, send)
+    finally:
+        await runtime.aclose()
+    start, body = sent
+    assert start["type"] == "websocket.http.response.start" and start["status"] == 400
+    request_id = dict(start["headers"])[b"x-request-id"].decode()
+    assert body["type"] == "websocket.http.response.body"
+    assert json.loads(body["body"])["error"] == {
+        "code": "websocket_not_supported", "request_id": request_id,
+        "message": "This gateway does not serve WebSocket connections."}

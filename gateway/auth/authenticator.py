@@ -4,14 +4,16 @@ carries the RFC 6750 challenge pointing at the RFC 9728 metadata."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 
 from gateway import tracing
 from gateway.auth.apikeys import ApiKeyStore
-from gateway.auth.cache import TtlCache
+from gateway.auth.cache import TtlCache, digest
 from gateway.auth.config import Auth
 from gateway.auth.credentials import BadCredentials, Credential, OversizedToken, extract
+from gateway.auth.failures import FailureLimiter, TooManyFailures
 from gateway.auth.grants import GrantError
 from gateway.auth.introspection import IntrospectionUnavailable, Introspector
 from gateway.auth.jwt_verifier import InvalidToken, JwtVerifier, NotOurs
@@ -23,13 +25,14 @@ from gateway.observability import AUTH_FAILURES
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.decisions import note
 from gateway.policy.rules import Outcome
+from gateway.ratelimit.counters import limits_storage
 
 _POLICY_REFUSALS = ("missing_credentials", "insufficient_scope")
 
 
 class Authenticator:
     def __init__(self, auth: Auth, metadata_url: str, public_paths: frozenset[str],
-                 bundle: PolicyBundle | None = None) -> None:
+                 bundle: PolicyBundle | None = None, failure_store: Any = None) -> None:
         self.auth = auth
         rules = bundle.of_kind("route", shadow=True) if bundle is not None else None
         self.routes = RouteTable(auth, public_paths, rules)
@@ -39,6 +42,8 @@ class Authenticator:
         self._introspector = Introspector(auth.introspection) if auth.introspection else None
         self.api_keys = ApiKeyStore(auth.api_keys) if auth.api_keys else None
         self._verified: TtlCache[Principal] = TtlCache(auth.verified_cache_size)
+        self._failures = None if auth.failure_limit is None else FailureLimiter(
+            auth.failure_limit, failure_store or limits_storage("memory://", "", 1.0))
 
     async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal | Decision:
         access = self.routes.access(ctx.path, ctx.method)
@@ -67,13 +72,15 @@ class Authenticator:
             if credential is None:
                 return ANONYMOUS if access.public else self._refuse(401, "missing_credentials")
             tracing.annotate({"aigw.auth.credential": credential.kind})
-            principal = await self._resolve(credential)
+            principal = await self._resolve(ctx.client, credential)
         except BadCredentials as exc:
-            return self._refuse(401, "invalid_request", str(exc))
+            return await self._failed(ctx, 401, "invalid_request", str(exc))
         except OversizedToken:
-            return self._refuse(401, "invalid_token", "The token is too large.")
+            return await self._failed(ctx, 401, "invalid_token", "The token is too large.")
         except (InvalidToken, ClaimsError, GrantError) as exc:
-            return self._refuse(401, "invalid_token", str(exc))
+            return await self._failed(ctx, 401, "invalid_token", str(exc))
+        except TooManyFailures as exc:
+            return self._too_many_failures(exc.retry_after)
         except IntrospectionUnavailable:
             return self._refuse(503, "auth_unavailable",
                                 "The token could not be checked right now; retry later.")
@@ -83,15 +90,24 @@ class Authenticator:
                                 scope=" ".join(sorted(access.scopes)))
         return principal
 
-    async def _resolve(self, credential: Credential) -> Principal:
+    async def _resolve(self, address: str, credential: Credential) -> Principal:
+        """The credential's principal: from the cache of verified ones, else verified now,
+        which an address past its failure limit is refused (`TooManyFailures`)."""
+        if credential.kind == "bearer":
+            found, principal = self._verified.get(credential.value)
+            tracing.annotate({"aigw.auth.cache": "hit" if found else "miss"})
+            if found and principal is not None:
+                return principal
+        if self._failures is None:
+            return await self._verify(credential)
+        async with self._failures.verifying(address, digest(credential.value)):
+            return await self._verify(credential)
+
+    async def _verify(self, credential: Credential) -> Principal:
         if credential.kind == "api_key":
             principal = self.api_keys.principal(credential.value) if self.api_keys else None
             if principal is None:
                 raise InvalidToken("The API key is not recognised.")
-            return principal
-        found, principal = self._verified.get(credential.value)
-        tracing.annotate({"aigw.auth.cache": "hit" if found else "miss"})
-        if found and principal is not None:
             return principal
         if self._jwt is not None:
             try:
@@ -113,8 +129,10 @@ class Authenticator:
         if answer is None:
             raise InvalidToken("The token is not active.")
         settings = self._introspector.settings
-        return self._principal(answer, settings.token_kind_field, settings.default_token_kind,
-                               None)
+        principal = self._principal(answer, settings.token_kind_field,
+                                    settings.default_token_kind, None)
+        self._verified.put(token, principal, self._introspector.positive_ttl(answer))
+        return principal
 
     def _principal(self, claims: dict, kind_claim: str | None, default_kind: str,
                    grant_claim: str | None) -> Principal:
@@ -127,6 +145,19 @@ class Authenticator:
         except (TypeError, AttributeError, KeyError) as exc:
             # Claims of unexpected shapes: an authentic token we still cannot honour.
             raise ClaimsError("The token's claims cannot be used.") from exc
+
+    async def _failed(self, ctx: RequestContext, status: int, code: str,
+                      description: str) -> Decision:
+        """A credential that did not authenticate: counted against the caller's address."""
+        if self._failures is not None:
+            await self._failures.record(ctx.client)
+        return self._refuse(status, code, description)
+
+    def _too_many_failures(self, retry_after: int) -> Decision:
+        AUTH_FAILURES.labels("rate_limited").inc()
+        return deny(429, "rate_limited", "Too many failed authentications from this address; "
+                    "retry later.", (("retry-after", str(retry_after)),),
+                    {"reason": "auth_failures"})
 
     def _refuse(self, status: int, code: str, description: str | None = None,
                 scope: str | None = None) -> Decision:

@@ -10,6 +10,11 @@ from typing import Generic, TypeVar
 V = TypeVar("V")
 
 
+def digest(token: str) -> bytes:
+    """What stands for a credential wherever one is remembered: its SHA-256, never itself."""
+    return hashlib.sha256(token.encode()).digest()
+
+
 class TtlCache(Generic[V]):
     """Least-recently-used eviction at `size`; a token is never kept as a key, only its hash."""
 
@@ -17,12 +22,8 @@ class TtlCache(Generic[V]):
         self._size = size
         self._entries: OrderedDict[bytes, tuple[float, V]] = OrderedDict()
 
-    @staticmethod
-    def _key(token: str) -> bytes:
-        return hashlib.sha256(token.encode()).digest()
-
     def get(self, token: str) -> tuple[bool, V | None]:
-        key = self._key(token)
+        key = digest(token)
         entry = self._entries.get(key)
         if entry is None:
             return False, None
@@ -36,7 +37,7 @@ class TtlCache(Generic[V]):
     def put(self, token: str, value: V, ttl: float) -> None:
         if self._size == 0 or ttl <= 0:
             return
-        key = self._key(token)
+        key = digest(token)
         self._entries[key] = (time.monotonic() + ttl, value)
         self._entries.move_to_end(key)
         while len(self._entries) > self._size:

@@ -7,6 +7,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
+from gateway.ratelimit.rates import Rate
+
 Seconds = Annotated[float, Field(gt=0, le=86400 * 7)]
 TokenKindName = Literal["owner", "client"]
 Algorithm = Literal[
@@ -70,7 +72,12 @@ class Introspection(Strict):
     cache_ttl: Annotated[float, Field(gt=0, le=60)] = Field(
         60, description="Positive results are cached for min(token exp, this) seconds (PDPP §8)."
     )
-    negative_cache_ttl: Annotated[float, Field(ge=0, le=10)] = 2
+    negative_cache_ttl: Annotated[float, Field(ge=0, le=300)] = Field(
+        30, description="Inactive results are cached this long (0: never), by token hash."
+    )
+    negative_cache_size: Annotated[int, Field(ge=0, le=1_000_000)] = Field(
+        10000, description="Most inactive results kept; they never evict active ones."
+    )
     timeout: Seconds = 5
     token_kind_field: str = "pdpp_token_kind"
     default_token_kind: TokenKindName = "client"
@@ -111,6 +118,16 @@ class IdentityHeaders(Strict):
     token_kind: HeaderName | None = "X-Aigw-Token-Kind"
 
 
+class FailureLimit(Strict):
+    """Failed authentications counted per client address (an IPv6 address by its /64)."""
+
+    limit: Rate = Field(
+        "30/minute", description="Failures allowed per address in the window; past it, a "
+        "credential from that address that is not already verified is refused with 429 before "
+        "any JWKS or introspection work.",
+    )
+
+
 class Auth(Strict):
     resource: Url | None = Field(None, description="Resource identifier; default public_base_url.")
     realm: str = "aigw"
@@ -132,10 +149,14 @@ class Auth(Strict):
     identity_headers: IdentityHeaders = IdentityHeaders()
     max_token_bytes: Annotated[int, Field(ge=256, le=65536)] = 8192
     verified_cache_size: Annotated[int, Field(ge=0, le=1_000_000)] = 10000
+    failure_limit: FailureLimit | None = Field(
+        FailureLimit(), description="Counted in rate_limits.storage when that is Redis, else in "
+        "process memory; null turns it off.",
+    )
 
 
 class DemoClient(Strict):
-    secret: str
+    secret: SecretStr
     subject: str | None = Field(None, description="The tokens' `sub` (default: the client id).")
     scopes: list[str] = []
     kind: TokenKindName = "client"

@@ -123,7 +123,7 @@ def _credentials(authorization: str | None, form: Mapping[str, str]) -> tuple[st
 def _authenticate(request: Request, form: Mapping[str, str]) -> tuple[str, DemoClient]:
     client_id, secret = _credentials(request.headers.get("authorization"), form)
     client = _state(request).settings.clients.get(client_id)
-    expected = client.secret if client is not None else ""
+    expected = client.secret.get_secret_value() if client is not None else ""
     matches = hmac.compare_digest(secret.encode(), expected.encode())
     if client is None or not matches:
         raise OAuthError(401, "invalid_client", "Client authentication failed.", CHALLENGE)

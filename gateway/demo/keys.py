@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import warnings
 from pathlib import Path
 from typing import Any
 
 from authlib.deprecate import AuthlibDeprecationWarning
+
+from gateway.generated_secrets import create_once
 
 with warnings.catch_warnings():  # authlib.jose is deprecated in favour of joserfc, still works
     warnings.simplefilter("ignore", AuthlibDeprecationWarning)
@@ -39,16 +39,5 @@ def public_jwks(key: Key) -> dict[str, Any]:
 
 
 def _create(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     key = JsonWebKey.generate_key("RSA", 2048, is_private=True)
-    text = json.dumps(key.as_dict(is_private=True, kid=key.thumbprint()))
-    staging = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
-    descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.link(staging, path)
-    except FileExistsError:
-        pass  # another process stored its key first; that one is used
-    finally:
-        staging.unlink()
+    create_once(path, json.dumps(key.as_dict(is_private=True, kid=key.thumbprint())))

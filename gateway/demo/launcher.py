@@ -13,6 +13,7 @@ from gateway.demo.issuer import create_issuer_app
 from gateway.demo.keys import load_or_create_key
 from gateway.observability import configure_logging
 from gateway.server import listener, run
+from gateway.settings import Settings
 
 # Each command ends with the status it answers with, so it can be checked as printed.
 _BANNER = """\
@@ -29,7 +30,7 @@ Try:
        '{public}/api/v1/articles/search?q=refund&limit=3'   # 200
   curl -s -H "Authorization: Bearer $({aigw} token --config {config} --scope articles:read)" \\
        '{public}/api/v1/users/u-001/messages?limit=2'   # 403: needs messages:read
-  curl -s -u demo-agent:demo-agent-secret -d grant_type=client_credentials '{issuer}/token'   # 200
+  curl -s -u demo-agent:{agent_secret} -d grant_type=client_credentials '{issuer}/token'   # 200
   curl -s -H 'X-API-Key: demo-legacy-key' '{public}/api/v1/articles/art-0001'   # 200
   curl -s '{public}/.well-known/oauth-protected-resource'   # 200
   curl -s '{public}/.well-known/ai'   # 200
@@ -91,8 +92,6 @@ def run_demo(config_path: str, backend_port: int) -> int:
     os.environ.setdefault("AIGW_DEMO_BACKEND", f"http://127.0.0.1:{backend_port}")
     state = Path(config_path).resolve().parent.parent / ".aigw"  # beside the issuer's key
     os.environ.setdefault("AIGW_DEMO_EVENTS", str(state / "aip-events.jsonl"))
-    secret_file = Path(config_path).resolve().parent / "demo-aip-platform.secret"
-    os.environ.setdefault("AIGW_DEMO_AIP_SECRET_FILE", str(secret_file))
     state.mkdir(exist_ok=True)
     aip_body = state / "demo-aip-request.json"
     aip_body.write_text(_aip_request("support.returns", "how do I return an item"))
@@ -114,10 +113,25 @@ def run_demo(config_path: str, backend_port: int) -> int:
         aip_ok=_aip_request("support.billing", "refund for a damaged item"),
         aip_denied=_aip_request("finance.markets", "best index funds"),
         aip_error=json.dumps({"aip_version": "0.1", "request_id": "demo-error"}),
-        aip_body=aip_body, aip_secret=os.environ["AIGW_DEMO_AIP_SECRET_FILE"],
+        aip_body=aip_body, aip_secret=_aip_secret_file(settings),
+        agent_secret=_client_secret(settings, "demo-agent"),
     ), flush=True)
     run(loaded, companions=companions)
     return 0
+
+
+def _client_secret(settings: Settings, client_id: str) -> str:
+    """A demo client's secret (generated on this machine), for the printed commands."""
+    issuer = settings.demo.issuer if settings.demo is not None else None
+    client = issuer.clients.get(client_id) if issuer is not None else None
+    return client.secret.get_secret_value() if client is not None else "SECRET"
+
+
+def _aip_secret_file(settings: Settings) -> str:
+    """Where the demo platform's AIP signing secret is kept (generated on this machine)."""
+    signing = getattr(getattr(settings, "aip", None), "signing", None)
+    key = signing.keys.get("demo-platform") if signing is not None else None
+    return str(key.secret_file) if key is not None and key.secret_file else "SECRET_FILE"
 
 
 def _aigw_command() -> str:

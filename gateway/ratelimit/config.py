@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-import limits
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gateway.auth.config import Method, PathPrefix, TokenKindName
+from gateway.ratelimit.rates import Rate
 from gateway.redis_url import check
 
 _SCHEMES = ("memory", "redis", "rediss", "redis+unix", "redis+cluster", "redis+sentinel")
@@ -18,23 +18,12 @@ KeyName = Literal["client", "subject", "client_id", "address", "platform"]
 SELF_DECLARED_KEYS: frozenset[str] = frozenset({"platform"})
 
 
-def _rate(value: str) -> str:
-    try:
-        limits.parse(value)
-    except ValueError:
-        raise ValueError("expected a rate such as 100/minute or 10 per second") from None
-    return value
-
-
 def _storage(value: str) -> str:
     if urlsplit(value).scheme == "memory":
         return value
     if urlsplit(value).scheme not in _SCHEMES:
         raise ValueError(f"expected a storage URL with a scheme among {', '.join(_SCHEMES)}")
     return check(value)
-
-
-Rate = Annotated[str, AfterValidator(_rate)]
 
 
 class Strict(BaseModel):

@@ -107,16 +107,21 @@ def create_counter(strategy: str, storage_url: str, key_prefix: str, timeout: fl
     """The counter for a store: one-round-trip Redis where it applies, else `limits`."""
     from urllib.parse import urlsplit
 
+    if strategy == "sliding-window-counter" and urlsplit(storage_url).scheme != "memory":
+        return RedisSlidingWindow(storage_url, key_prefix, timeout)
+    return LimitsCounter(strategy, limits_storage(storage_url, key_prefix, timeout))
+
+
+def limits_storage(storage_url: str, key_prefix: str, timeout: float) -> Any:
+    """A `limits` async storage for memory:// or any Redis URL, its errors wrapped as
+    `StorageError`."""
+    from urllib.parse import urlsplit
+
     from limits.storage import storage_from_string
 
-    scheme = urlsplit(storage_url).scheme
-    if strategy == "sliding-window-counter" and scheme != "memory":
-        return RedisSlidingWindow(storage_url, key_prefix, timeout)
-    if scheme == "memory":
-        return LimitsCounter(strategy, storage_from_string("async+memory://",
-                                                           wrap_exceptions=True))
-    storage = storage_from_string(
+    if urlsplit(storage_url).scheme == "memory":
+        return storage_from_string("async+memory://", wrap_exceptions=True)
+    return storage_from_string(
         "async+" + storage_url, implementation="redispy", wrap_exceptions=True,
         key_prefix=key_prefix, socket_timeout=timeout, socket_connect_timeout=timeout,
     )
-    return LimitsCounter(strategy, storage)

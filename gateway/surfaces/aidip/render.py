@@ -15,6 +15,7 @@ from gateway.errors import GatewayError
 _CODES = {
     "invalid_request": (400, "InvalidInput"),
     "invalid_path": (400, "InvalidInput"),
+    "websocket_not_supported": (400, "InvalidInput"),
     "missing_credentials": (401, "Unauthorized"),
     "invalid_token": (401, "Unauthorized"),
     "insufficient_scope": (403, "Forbidden"),

@@ -26,6 +26,7 @@ _ERROR_CODES = {
     "not_found": (404, "not_found"),
     "method_not_allowed": (405, "invalid_request"),
     "invalid_path": (400, "invalid_request"),
+    "websocket_not_supported": (400, "invalid_request"),
     "request_timeout": (408, "invalid_request"),
     "upstream_unavailable": (503, "internal_error"),
     "upstream_timeout": (503, "internal_error"),

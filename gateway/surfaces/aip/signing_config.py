@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretBytes,
+    model_validator,
+)
 
 from gateway.redis_url import check as check_redis_url
 from gateway.surfaces.aip.names import normal_name
@@ -46,7 +54,7 @@ class SigningKey(Strict):
         None, description="The platform.id this key speaks for (default: the key id): a "
         "signed retrieve or event declaring another platform is refused.",
     )
-    _secret: bytes = PrivateAttr(b"")
+    _secret: SecretBytes = PrivateAttr(SecretBytes(b""))
 
     @model_validator(mode="after")
     def _resolve(self) -> SigningKey:
@@ -56,12 +64,12 @@ class SigningKey(Strict):
         if len(secret) < MIN_SECRET_BYTES:
             source = self.secret_env or self.secret_file
             raise ValueError(f"the secret in {source} is shorter than {MIN_SECRET_BYTES} bytes")
-        self._secret = secret
+        self._secret = SecretBytes(secret)
         return self
 
     @property
     def secret(self) -> bytes:
-        return self._secret
+        return self._secret.get_secret_value()
 
 
 def _read_env(name: str) -> bytes:

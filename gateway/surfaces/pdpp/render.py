@@ -23,6 +23,7 @@ _CODES = {
     "rate_limited": "rate_limit_exceeded",
     "method_not_allowed": "invalid_request",
     "invalid_path": "invalid_request",
+    "websocket_not_supported": "invalid_request",
     "request_too_large": "invalid_request",
 }
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
