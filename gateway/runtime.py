@@ -27,7 +27,7 @@ from gateway.redirects import UpstreamOrigin
 from gateway.routing import PathOwners
 from gateway.settings import Upstream
 from gateway.surface import Mount, MountContext
-from gateway.upstream import Transport, create_transport
+from gateway.upstream import Transport, TransportFactory, create_transport
 
 log = logging.getLogger("aigw.runtime")
 
@@ -93,11 +93,14 @@ class Generation:
 class Runtime:
     """Holds the serving generation; `swap` replaces it atomically for new requests."""
 
-    def __init__(self, loaded: LoadedConfig) -> None:
-        transports = {name: create_transport(up) for name, up in loaded.settings.upstreams.items()}
+    def __init__(self, loaded: LoadedConfig, transports: TransportFactory | None = None) -> None:
+        """`transports` builds each upstream's client from its name and settings (default: the
+        configured HTTP client; tests pass `gateway.upstream.memory.MemoryUpstreams`)."""
+        self._connect = transports or _network_transport
+        clients = {name: self._connect(name, up) for name, up in loaded.settings.upstreams.items()}
         self._storages: dict[tuple[str, str, str, float], Any] = {}
         self._failure_stores: dict[tuple[str, str, float], Any] = {}
-        self.current = Generation(1, loaded, transports, self._storage(loaded),
+        self.current = Generation(1, loaded, clients, self._storage(loaded),
                                   self._failure_store(loaded))
         self.decision_log = _decision_log(loaded)
         _show_revision(self.current)
@@ -118,7 +121,7 @@ class Runtime:
         for name, upstream in loaded.settings.upstreams.items():
             previous = old.settings.upstreams.get(name)
             reuse = previous == upstream and name in old.transports
-            transports[name] = old.transports[name] if reuse else create_transport(upstream)
+            transports[name] = old.transports[name] if reuse else self._connect(name, upstream)
         new = Generation(old.number + 1, loaded, transports, self._storage(loaded),
                          self._failure_store(loaded))
         if loaded.settings.decision_log != old.settings.decision_log:
@@ -184,6 +187,10 @@ class Runtime:
         for transport in self.current.transports.values():
             await transport.aclose()
         await self.decision_log.aclose()
+
+
+def _network_transport(name: str, upstream: Upstream) -> Transport:
+    return create_transport(upstream)
 
 
 def _decision_log(loaded: LoadedConfig) -> DecisionLog:
