@@ -1,12 +1,13 @@
 """The gateway inside the test process: no start-up of its own, upstreams in memory if wanted.
 
-`InProcessGateway` is a drop-in for `processes.Gateway` (url, admin_url, write_config, metric,
-stop): `GatewayApp(Runtime(...))` and the admin app, served on 127.0.0.1 by the listener
-`aigw run` uses (the same edge protocol and head limits) from one event loop in a background
-thread, with the config file watched for reloads. It costs milliseconds where a process costs
-seconds. What it cannot show stays with `processes.Gateway`: logs on stderr, signals, workers,
-exit codes, and anything global to a process (tracing, the metrics registry's absolute values:
-in here every gateway of the session adds to the same counters, so compare before and after).
+`InProcessGateway` is a `processes.Gateway` (url, admin_url, write_config, metric, stop) with
+no process of its own: `GatewayApp(Runtime(...))` and the admin app, served on 127.0.0.1 by the
+listener `aigw run` uses (the same edge protocol and head limits) from one event loop in a
+background thread, with the config file watched for reloads. It costs milliseconds where a
+process costs seconds. What it cannot show stays with `processes.Gateway`: logs on stderr,
+signals, workers, exit codes, and anything global to a process (tracing, the metrics registry's
+absolute values: every gateway of the session adds to the same counters, so compare before and
+after; AIP's nonce stores and event sinks, shared by every gateway naming the same one).
 
 `memory_gateway` is the socket-free form for async tests: the app behind
 `httpx.ASGITransport`, on the test's own event loop.
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 
 import httpx
 import yaml
+from processes import Gateway
 
 from gateway.admin import create_admin_app
 from gateway.app import GatewayApp
@@ -81,11 +83,12 @@ def write_config(config_path: Path, config: dict[str, Any]) -> None:
     staging.replace(config_path)
 
 
-class InProcessGateway:
-    """`aigw run` without the process: see the module docstring."""
+class InProcessGateway(Gateway):
+    """`aigw run` without the process (so no `process` attribute): see the module docstring."""
 
     def __init__(self, config: dict[str, Any], workdir: Path,
                  upstreams: Mapping[str, Handler] | MemoryUpstreams | None = None) -> None:
+        # Not Gateway.__init__, which starts a process.
         self._thread = _LoopThread.shared()
         self.upstreams = as_upstreams(upstreams)
         self._public_socket, self._admin_socket = _bound_socket(), _bound_socket()
@@ -122,22 +125,6 @@ class InProcessGateway:
                 await asyncio.gather(*self._tasks)  # raises what stopped it
                 raise RuntimeError("the in-process gateway stopped while starting")
             await asyncio.sleep(0.005)
-
-    def write_config(self, config: dict[str, Any]) -> None:
-        write_config(self.config_path, config)
-
-    def write_config_text(self, text: str) -> None:
-        staging = self.config_path.with_suffix(".tmp")
-        staging.write_text(text)
-        staging.replace(self.config_path)
-
-    def metric(self, name: str, **labels: str) -> float:
-        text = httpx.get(self.admin_url + "/metrics").text
-        wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        for line in text.splitlines():
-            if line.startswith(name) and (not labels or "{" + wanted + "}" in line):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
 
     def call(self, awaitable: Awaitable[T]) -> T:
         """Run `awaitable` on the gateway's event loop (to reach its runtime, say)."""
