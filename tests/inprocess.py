@@ -83,6 +83,13 @@ def write_config(config_path: Path, config: dict[str, Any]) -> None:
     staging.replace(config_path)
 
 
+def quiet(config: dict[str, Any]) -> dict[str, Any]:
+    """No access or decision lines on stdout unless the config asks: stdout is pytest's here,
+    and lines a gateway thread writes between two tests would land in its report."""
+    logging = {"access_log": False, **config.get("logging", {})}
+    return {"decision_log": {"sink": "none"}, **config, "logging": logging}
+
+
 class InProcessGateway(Gateway):
     """`aigw run` without the process (so no `process` attribute): see the module docstring."""
 
@@ -126,6 +133,9 @@ class InProcessGateway(Gateway):
                 raise RuntimeError("the in-process gateway stopped while starting")
             await asyncio.sleep(0.005)
 
+    def write_config(self, config: dict[str, Any]) -> None:
+        super().write_config(quiet(config))
+
     def call(self, awaitable: Awaitable[T]) -> T:
         """Run `awaitable` on the gateway's event loop (to reach its runtime, say)."""
 
@@ -159,7 +169,7 @@ async def memory_gateway(config: dict[str, Any], workdir: Path,
                          ) -> AsyncIterator[MemoryGateway]:
     """The gateway app on this event loop behind `httpx.ASGITransport`: no socket at all."""
     path = workdir / "gateway.yaml"
-    write_config(path, config)
+    write_config(path, quiet(config))
     memory = as_upstreams(upstreams)
     runtime = Runtime(load_config(path), transports=memory)
     transport = httpx.ASGITransport(GatewayApp(runtime), client=("127.0.0.1", 50000))
