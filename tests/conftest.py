@@ -62,7 +62,6 @@ def gateway_factory(tmp_path: Path) -> Iterator:
         gateway.stop()
 
 
-
 @pytest.fixture
 def inprocess_factory(tmp_path: Path) -> Iterator:
     """Like `gateway_factory`, with each gateway served inside this process (tests/inprocess.py):
@@ -77,4 +76,4 @@ def inprocess_factory(tmp_path: Path) -> Iterator:
 
     yield start
     for gateway in started:
-        gateway.stop()
+        gateway.stop(wait=False)  # no test looks at it any more
