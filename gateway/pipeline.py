@@ -30,6 +30,7 @@ from gateway.proxy import ProxyTarget
 from gateway.upstream import UpstreamError
 
 if TYPE_CHECKING:
+    from gateway.exchange import Exchange
     from gateway.loader import LoadedConfig
 
 RawHeaders = list[tuple[bytes, bytes]]
@@ -110,9 +111,6 @@ class RetrievalSurface(Protocol):
     def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall: ...
 
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response: ...
-
-    def render_error(self, error: errors.GatewayError, ctx: RequestContext) -> Response:
-        """The failure in this surface's own error dialect."""
 
 
 def denial(decision: Decision) -> errors.GatewayError:
@@ -196,38 +194,33 @@ class Pipeline:
             if not decision.allowed:
                 raise denial(decision)
 
-    async def retrieve(
-        self, surface: RetrievalSurface, request: Request, ctx: RequestContext
-    ) -> Response:
-        """Run every stage after routing for one retrieval request."""
+    async def retrieve(self, surface: RetrievalSurface, exchange: Exchange) -> Response:
+        """Run every stage after admission for one retrieval request; failures raise (the app
+        answers them once, in the owner's dialect)."""
+        ctx = exchange.ctx
         ctx.surface = surface.name
-        try:
-            await self.admit(ctx, request.scope)
-            query = await surface.parse(request, ctx)
-            if query.collection is not None:
-                tracing.annotate({"aigw.collection": query.collection})
-            with tracing.span("aigw.policy", {"aigw.policy.stage": "before"}):
-                narrowed = self.policy.before(ctx, query)
-                denied = isinstance(narrowed, Decision)
-                tracing.annotate({"aigw.policy.effect": "deny" if denied else "allow"})
-                if isinstance(narrowed, Decision):
-                    raise denial(narrowed)
-            identity = self.identity.headers(ctx.principal) if self.identity else []
+        query = await surface.parse(exchange.request, ctx)
+        if query.collection is not None:
+            tracing.annotate({"aigw.collection": query.collection})
+        with tracing.span("aigw.policy", {"aigw.policy.stage": "before"}):
+            narrowed = self.policy.before(ctx, query)
+            denied = isinstance(narrowed, Decision)
+            tracing.annotate({"aigw.policy.effect": "deny" if denied else "allow"})
+            if isinstance(narrowed, Decision):
+                raise denial(narrowed)
+        identity = self.identity.headers(ctx.principal) if self.identity else []
 
-            async def fetch(call: UpstreamCall) -> list[Hit]:
-                return map_hits(call, await call_upstream_json(call, ctx, identity), ctx)
+        async def fetch(call: UpstreamCall) -> list[Hit]:
+            return map_hits(call, await call_upstream_json(call, ctx, identity), ctx)
 
-            collect = getattr(surface, "collect", None)
-            hits = await collect(narrowed, ctx, fetch) if collect is not None \
-                else await fetch(surface.plan(narrowed, ctx))
-            with tracing.span("aigw.policy", {"aigw.policy.stage": "after"}):
-                kept = self.policy.after(ctx, narrowed, hits)
-                tracing.annotate({"aigw.policy.removed": len(hits) - len(kept)})
-            with tracing.span("aigw.render"):
-                return surface.render(narrowed, kept, ctx)
-        except errors.GatewayError as error:
-            ctx.error_code = error.code
-            return surface.render_error(error, ctx)
+        collect = getattr(surface, "collect", None)
+        hits = await collect(narrowed, ctx, fetch) if collect is not None \
+            else await fetch(surface.plan(narrowed, ctx))
+        with tracing.span("aigw.policy", {"aigw.policy.stage": "after"}):
+            kept = self.policy.after(ctx, narrowed, hits)
+            tracing.annotate({"aigw.policy.removed": len(hits) - len(kept)})
+        with tracing.span("aigw.render"):
+            return surface.render(narrowed, kept, ctx)
 
     async def aclose(self) -> None:
         await self.authenticator.aclose()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -22,6 +23,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway import errors
 from gateway.capability import Capability
+from gateway.exchange import Exchange
 
 if TYPE_CHECKING:
     from gateway.policy.bundle import PolicyBundle
@@ -30,14 +32,40 @@ if TYPE_CHECKING:
     from gateway.settings import Settings
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
-ErrorRenderer = Callable[[errors.GatewayError, str], Response]
+ErrorRenderer = Callable[[errors.GatewayError, Exchange], Response]
 Endpoint = Callable[[dict[str, Any], Any, Any], Awaitable[None]]  # an ASGI app
+ExchangeEndpoint = Callable[[Exchange], Awaitable[Response]]
 
 
-def gateway_error_response(error: errors.GatewayError, request_id: str) -> Response:
+def gateway_error_response(error: errors.GatewayError, exchange: Exchange) -> Response:
     """The gateway's own error dialect, for paths no surface owns."""
-    return Response(errors.json_error_body(error, request_id), error.status,
+    return Response(errors.json_error_body(error, exchange.request_id), error.status,
                     {"cache-control": "no-store", **dict(error.headers)}, "application/json")
+
+
+class Admission(Enum):
+    """What the pipeline does before a surface endpoint runs."""
+
+    REQUIRED = "required"  # authenticate (refusing what the route rules refuse), rate-limit
+    OPTIONAL = "optional"  # the same, but an unusable credential makes the caller anonymous
+    SURFACE = "surface"  # the endpoint reads its body first (a signature covers it), then
+    #                      asks the pipeline to admit the caller
+
+
+class SurfaceRoute(Route):
+    """A surface's route: the endpoint takes the request's `Exchange` and returns a response;
+    failures are raised and answered once, by the app, in the owner's dialect."""
+
+    def __init__(self, path: str, endpoint: ExchangeEndpoint, *, methods: list[str],
+                 name: str | None = None, admission: Admission = Admission.REQUIRED) -> None:
+        super().__init__(path, _not_served_directly, methods=methods,
+                         name=name or getattr(endpoint, "__name__", None))
+        self.run = endpoint
+        self.admission = admission
+
+
+async def _not_served_directly(request: Any) -> Response:
+    raise RuntimeError("a SurfaceRoute is served by the gateway app, never as an ASGI route")
 
 
 @dataclass(frozen=True, slots=True)

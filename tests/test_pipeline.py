@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
 from processes import free_port
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from gateway import errors
 from gateway.context import RequestContext
+from gateway.dispatch import serve_surface
+from gateway.exchange import Exchange
 from gateway.mapping import compile_mapping
 from gateway.model import ALLOW, Decision, Hit, Principal, Query, TokenKind, deny
 from gateway.pipeline import Pipeline, UpstreamCall
 from gateway.proxy import ProxyTarget
 from gateway.settings import Upstream
+from gateway.surface import Mount, SurfaceRoute
 from gateway.upstream import create_transport
 
 SEARCH_MAPPING = compile_mapping({
@@ -54,8 +57,9 @@ class KeywordSurface:
         results = [{"id": h.id, "title": h.fields["title"], "score": h.score} for h in hits]
         return JSONResponse({"results": results, "request_id": ctx.request_id})
 
-    def render_error(self, error: errors.GatewayError, ctx: RequestContext) -> Response:
-        return JSONResponse({"fault": error.code, "request_id": ctx.request_id},
+    def render_error(self, error: errors.GatewayError, exchange: Exchange) -> Response:
+        self.trail.append(f"error {exchange.ctx.error_code}")
+        return JSONResponse({"fault": error.code, "request_id": exchange.request_id},
                             status_code=error.status)
 
 
@@ -94,10 +98,17 @@ async def client_for(
     pipeline = Pipeline(authenticator=stages, limiter=stages, policy=stages)
     surface = KeywordSurface(target, trail)
 
-    async def endpoint(request: Request) -> Response:
-        return await pipeline.retrieve(surface, request, RequestContext("rid-1", "GET", "/", ""))
+    async def search(exchange: Exchange) -> Response:
+        return await pipeline.retrieve(surface, exchange)
 
-    app = Starlette(routes=[Route("/search", endpoint)])
+    mount = Mount("test", [SurfaceRoute("/search", search, methods=["GET"])],
+                  render_error=surface.render_error)
+
+    async def app(scope: dict, receive: Any, send: Any) -> None:
+        """What the gateway app does for a path a surface owns (gateway.dispatch)."""
+        ctx = RequestContext("rid-1", scope["method"], scope["path"], "")
+        generation: Any = SimpleNamespace(pipeline=pipeline)
+        await serve_surface(mount, Exchange(Request(scope, receive, send), ctx, generation), send)
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://gw") as client:
@@ -129,7 +140,7 @@ async def test_a_rate_limit_denial_stops_before_validation(backend, trail):
         response = await client.get("/search", params={"q": "refund"})
     assert response.status_code == 429
     assert response.json() == {"fault": "rate_limited", "request_id": "rid-1"}
-    assert trail == ["authenticate", "rate limit"]
+    assert trail == ["authenticate", "rate limit", "error rate_limited"]
 
 
 async def test_a_policy_denial_never_reaches_the_upstream(backend, trail):

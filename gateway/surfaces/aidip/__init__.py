@@ -59,7 +59,7 @@ class AidipPlugin(Surface):
         from gateway.surfaces.aidip.catalog import Catalog
         from gateway.surfaces.aidip.egress import EgressClient
         from gateway.surfaces.aidip.handlers import AidipService
-        from gateway.surfaces.aidip.render import error_response
+        from gateway.surfaces.aidip.render import render_error
         from gateway.surfaces.aidip.store import create_store
 
         registry = aidip.registry
@@ -78,7 +78,7 @@ class AidipPlugin(Surface):
         routes = service.routes()
         public = frozenset(route.path for route in routes
                            if route.name in ("aidip.card", "aidip.schema"))
-        return Mount(self.name, routes, public_paths=public, render_error=error_response,
+        return Mount(self.name, routes, public_paths=public, render_error=render_error,
                      on_close=egress.aclose)
 
 

@@ -69,7 +69,7 @@ class AipPlugin(Surface):
         from gateway.surfaces.aip.declaration import aip_documents
         from gateway.surfaces.aip.handlers import routes
         from gateway.surfaces.aip.policy import AipPolicy
-        from gateway.surfaces.aip.render import error_response
+        from gateway.surfaces.aip.signed import render_error
         from gateway.surfaces.aip.wiring import Wiring
 
         settings = context.settings
@@ -77,7 +77,7 @@ class AipPlugin(Surface):
         documents = aip_documents(aip, settings.public_base_url or "", policy, context.modified)
         wiring = Wiring.acquire(aip)  # sources compile: the load-time checks made sure
         served = routes(aip, set(settings.upstreams), policy, wiring)
-        return Mount(self.name, served, documents=dict(documents), render_error=error_response,
+        return Mount(self.name, served, documents=dict(documents), render_error=render_error,
                      on_close=wiring.release)
 
     def openapi(self, settings: Settings) -> dict[str, Any]:

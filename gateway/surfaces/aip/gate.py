@@ -20,9 +20,11 @@ from gateway.surfaces.aip.signing import SigningFailure, VerifiedKey, Verifier, 
 from gateway.surfaces.aip.signing_config import Signing
 
 
-class SignatureRefused(Exception):
+class SignatureRefused(GatewayError):
+    """A signature the gate refuses, answered with the signing page's minimal body."""
+
     def __init__(self, failure: SigningFailure) -> None:
-        super().__init__(failure.code)
+        super().__init__(failure.status, failure.code, failure.message)
         self.failure = failure
 
 

@@ -1,5 +1,6 @@
 """The PDPP resource-server endpoints: streams, records and search, each admitted by the
-shared pipeline (authentication, rate limits) and answered in PDPP's dialect."""
+shared pipeline (authentication, rate limits) before it runs; failures are raised and
+answered in PDPP's dialect by `PdppService.render_error`."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
+from gateway.exchange import Exchange
 from gateway.model import Principal, TokenKind
 from gateway.pipeline import call_upstream_json, map_hits
+from gateway.surface import SurfaceRoute
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor
 from gateway.surfaces.pdpp import filters, render, request, search
 from gateway.surfaces.pdpp.config import Pdpp
@@ -35,24 +37,19 @@ from gateway.surfaces.pdpp.streams import CompiledStream, read_all, read_one
 Handler = Callable[..., Awaitable[Response]]
 
 
-def _pdpp(handler: Handler) -> Callable[[Any, Request], Awaitable[Response]]:
-    """Version negotiation, admission, and every failure in PDPP's error envelope."""
+def _pdpp(handler: Handler) -> Callable[[Any, Exchange], Awaitable[Response]]:
+    """Version negotiation and the token kinds PDPP serves, once the pipeline has admitted the
+    caller; failures raise and are answered by `PdppService.render_error`."""
 
     @functools.wraps(handler)
-    async def endpoint(self: PdppService, http: Request) -> Response:
-        ctx, generation = http.scope["aigw"]
+    async def endpoint(self: PdppService, exchange: Exchange) -> Response:
+        ctx, http = exchange.ctx, exchange.request
         ctx.surface = "pdpp"
-        version = self.pdpp.versions[0]
-        try:
-            version = self.version(http)
-            await generation.pipeline.admit(ctx, http.scope)
-            if ctx.principal.kind not in (TokenKind.OWNER, TokenKind.CLIENT):
-                raise GatewayError(401, "missing_credentials", "A bearer token is required.",
-                                   headers=(("www-authenticate", 'Bearer realm="aigw"'),))
-            return await handler(self, http, ctx, generation, version)
-        except GatewayError as error:
-            ctx.error_code = error.code
-            return render.error_response(error, ctx.request_id, version)
+        version = self.version(http)
+        if ctx.principal.kind not in (TokenKind.OWNER, TokenKind.CLIENT):
+            raise GatewayError(401, "missing_credentials", "A bearer token is required.",
+                               headers=(("www-authenticate", 'Bearer realm="aigw"'),))
+        return await handler(self, http, ctx, exchange.generation, version)
 
     return endpoint
 
@@ -66,24 +63,34 @@ class PdppService:
         self.cursors = CursorSigner(secret, pdpp.cursor_ttl)
         self.store = Store(pdpp.refresh_seconds)
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[SurfaceRoute]:
         base = self.pdpp.base_path
         found = [
-            Route(f"{base}/v1/streams", self.list_streams, methods=["GET"], name="pdpp.streams"),
-            Route(f"{base}/v1/streams/{{stream}}", self.stream_metadata, methods=["GET"],
-                  name="pdpp.stream"),
-            Route(f"{base}/v1/streams/{{stream}}/records", self.list_records, methods=["GET"],
-                  name="pdpp.records"),
-            Route(f"{base}/v1/streams/{{stream}}/records/{{key:path}}", self.get_record,
-                  methods=["GET"], name="pdpp.record"),
+            SurfaceRoute(f"{base}/v1/streams", self.list_streams, methods=["GET"],
+                         name="pdpp.streams"),
+            SurfaceRoute(f"{base}/v1/streams/{{stream}}", self.stream_metadata, methods=["GET"],
+                         name="pdpp.stream"),
+            SurfaceRoute(f"{base}/v1/streams/{{stream}}/records", self.list_records,
+                         methods=["GET"], name="pdpp.records"),
+            SurfaceRoute(f"{base}/v1/streams/{{stream}}/records/{{key:path}}", self.get_record,
+                         methods=["GET"], name="pdpp.record"),
         ]
         if lexical_served(self.pdpp):
-            found.append(Route(f"{base}/v1/search", self.lexical_search, methods=["GET"],
-                               name="pdpp.search"))
+            found.append(SurfaceRoute(f"{base}/v1/search", self.lexical_search,
+                                      methods=["GET"], name="pdpp.search"))
         if semantic_served(self.pdpp):
-            found.append(Route(f"{base}/v1/search/semantic", self.semantic_search,
-                               methods=["GET"], name="pdpp.semantic"))
+            found.append(SurfaceRoute(f"{base}/v1/search/semantic", self.semantic_search,
+                                      methods=["GET"], name="pdpp.semantic"))
         return found
+
+    def render_error(self, error: GatewayError, exchange: Exchange) -> Response:
+        """Every failure of a PDPP path, in the version the caller asked for when it is one
+        served (else the newest)."""
+        try:
+            version = self.version(exchange.request)
+        except GatewayError:
+            version = self.pdpp.versions[0]
+        return render.error_response(error, exchange.request_id, version)
 
     def version(self, http: Request) -> str:
         sent = http.headers.get(render.VERSION_HEADER)
