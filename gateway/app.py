@@ -11,6 +11,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
 from gateway import errors, observability, tracing
+from gateway.asgi import Scope
 from gateway.bodytimer import has_body, timed_receive
 from gateway.context import RequestContext, request_id_from
 from gateway.headers import client_address, is_trusted
@@ -24,7 +25,6 @@ from gateway.runtime import Generation, Runtime
 from gateway.surface import Mount
 from gateway.upgrades import as_http_scope, denial_channel, wants_websocket, websocket_refused
 
-Scope = dict[str, Any]
 log = logging.getLogger("aigw.app")
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.asgi import RawHeaders
 from gateway.settings import Discovery
 
-RawHeaders = list[tuple[bytes, bytes]]
 _METHODS = b"GET, HEAD"
 _EXPOSED = (b"ETag, X-Request-Id, Retry-After, RateLimit, RateLimit-Policy, RateLimit-Limit, "
             b"RateLimit-Remaining, RateLimit-Reset")

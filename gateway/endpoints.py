@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-Scope = dict[str, Any]
+from gateway.asgi import Scope
 
 
 class StaticDocument:

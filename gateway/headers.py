@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 
-RawHeaders = list[tuple[bytes, bytes]]
+from gateway.asgi import RawHeaders
 
 # RFC 9110 §7.6.1 and the proxy-only fields; `Connection` may name more.
 HOP_BY_HOP = frozenset({

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import errors, tracing
+from gateway.asgi import RawHeaders
 from gateway.context import RequestContext
 from gateway.mapping import HitMapping, UpstreamValueError
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
@@ -32,7 +33,6 @@ from gateway.upstream import UpstreamError
 if TYPE_CHECKING:
     from gateway.loader import LoadedConfig
 
-RawHeaders = list[tuple[bytes, bytes]]
 log = logging.getLogger("aigw.pipeline")
 MAX_UPSTREAM_JSON_BYTES = 32 * 1024 * 1024
 # The longest upstream URL sent: 8 KiB is the request line common servers accept (nginx's

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from gateway import errors, tracing
+from gateway.asgi import Scope
 from gateway.context import RequestContext
 from gateway.headers import (
     ClientInfo,
@@ -26,7 +27,6 @@ from gateway.integers import ascii_int
 from gateway.redirects import REWRITTEN_FIELDS, UpstreamOrigin, public_base, rewrite_field
 from gateway.upstream import Transport, UpstreamError, UpstreamResponse
 
-Scope = dict[str, Any]
 _NO_BODY_STATUS = frozenset({204, 304})
 
 

@@ -28,8 +28,8 @@ from opentelemetry.trace import (
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway import errors
+from gateway.asgi import RawHeaders
 
-RawHeaders = list[tuple[bytes, bytes]]
 Attributes = Mapping[str, str | int | float | bool | tuple[str, ...]]
 # W3C Trace Context and Baggage: the gateway owns these fields on upstream requests.
 CONTEXT_FIELDS = frozenset({b"traceparent", b"tracestate", b"baggage"})

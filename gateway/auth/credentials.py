@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
+from gateway.asgi import RawHeaders
 from gateway.auth.config import Auth
 
-RawHeaders = list[tuple[bytes, bytes]]
 _TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 

@@ -6,10 +6,9 @@ and the client's own credential stays at the gateway unless `forward_token` says
 
 from __future__ import annotations
 
+from gateway.asgi import RawHeaders
 from gateway.auth.config import Auth, IdentityHeaders
 from gateway.model import Principal
-
-RawHeaders = list[tuple[bytes, bytes]]
 
 
 class IdentityForwarding:

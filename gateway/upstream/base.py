@@ -11,9 +11,9 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
+from gateway.asgi import RawHeaders
 from gateway.settings import Upstream
 
-RawHeaders = list[tuple[bytes, bytes]]
 Body = bytes | AsyncIterator[bytes]
 
 
