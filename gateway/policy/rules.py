@@ -20,18 +20,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from gateway.model import Principal
+from gateway.strict import Strict
 
 Effect = Literal["allow", "deny"]
 Mode = Literal["enforce", "shadow"]
 RuleId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/#\[\]-]{0,127}$")]
 KindName = Literal["anonymous", "owner", "client"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Who(Strict):
