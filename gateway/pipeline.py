@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import errors, tracing
-from gateway.asgi import RawHeaders
+from gateway.asgi import RawHeaders, Scope
 from gateway.context import RequestContext
 from gateway.mapping import HitMapping, UpstreamValueError
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
@@ -41,7 +41,7 @@ MAX_UPSTREAM_URL_BYTES = 8192
 
 
 class Authenticator(Protocol):
-    async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal | Decision:
+    async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal | Decision:
         """The caller's principal, or a denial."""
 
     async def aclose(self) -> None: ...
@@ -62,7 +62,7 @@ class Policy(Protocol):
 class AnonymousAuthenticator:
     """No `auth` section: nobody is authenticated, and nobody is refused for it."""
 
-    async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal:
+    async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal:
         return ANONYMOUS
 
     async def aclose(self) -> None:
@@ -164,7 +164,7 @@ class Pipeline:
 
         return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth))
 
-    async def admit(self, ctx: RequestContext, scope: dict, *,
+    async def admit(self, ctx: RequestContext, scope: Scope, *,
                     credentials_optional: bool = False) -> None:
         """Authenticate, then rate-limit; raise `GatewayError` when either refuses.
 
@@ -174,7 +174,7 @@ class Pipeline:
         await self.authenticate(ctx, scope, credentials_optional=credentials_optional)
         await self.limit(ctx)
 
-    async def authenticate(self, ctx: RequestContext, scope: dict, *,
+    async def authenticate(self, ctx: RequestContext, scope: Scope, *,
                            credentials_optional: bool = False) -> None:
         with _stage("aigw.authenticate", self.authenticator, AnonymousAuthenticator):
             outcome = await self.authenticator.authenticate(ctx, scope)

@@ -28,7 +28,7 @@ from opentelemetry.trace import (
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway import errors
-from gateway.asgi import RawHeaders
+from gateway.asgi import RawHeaders, Scope
 
 Attributes = Mapping[str, str | int | float | bool | tuple[str, ...]]
 # W3C Trace Context and Baggage: the gateway owns these fields on upstream requests.
@@ -60,7 +60,7 @@ def enabled() -> bool:
     return _state is not None
 
 
-def request_span(method: str, scope: dict[str, Any], trusted: bool,
+def request_span(method: str, scope: Scope, trusted: bool,
                  attributes: Attributes) -> contextlib.AbstractContextManager[Any]:
     """The server span of one request: the caller's trace when it may continue one, else a
     new trace. Renamed and completed with `finish_request` before it ends."""
