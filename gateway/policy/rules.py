@@ -16,7 +16,7 @@ a platform...). The semantics, stated once (README "Policy rules"):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -111,7 +111,7 @@ class Outcome:
     consulted: tuple[Consulted, ...] = ()
 
 
-def evaluate(rules: list[Rule], ask: Ask, default: Effect, *,
+def evaluate(rules: Sequence[Rule], ask: Ask, default: Effect, *,
              most_specific: bool = False) -> Outcome:
     """The decision of `rules` (already filtered to one mode) on `ask`."""
     selecting = [rule for rule in rules if rule.kind == ask.kind and rule.selects(ask)]
