@@ -10,6 +10,7 @@ from typing import Any
 from starlette.requests import Request
 
 from gateway import errors, observability, tracing
+from gateway.asgi import Scope
 from gateway.bodytimer import has_body, timed_receive
 from gateway.context import RequestContext, request_id_from
 from gateway.dispatch import answer_error, serve_document, serve_surface
@@ -23,7 +24,6 @@ from gateway.ratelimit.fields import with_rate_limit_fields
 from gateway.runtime import Generation, Runtime
 from gateway.upgrades import as_http_scope, denial_channel, wants_websocket, websocket_refused
 
-Scope = dict[str, Any]
 log = logging.getLogger("aigw.app")
 
 

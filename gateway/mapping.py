@@ -99,13 +99,19 @@ def compile_mapping(spec: dict[str, Any], where: str = "mapping") -> HitMapping:
     unknown = set(spec) - {*_SLOTS, "fields", "metadata"}
     if unknown:
         raise MappingError(f"{where}.{sorted(unknown)[0]}", "unknown mapping key")
-    compiled = {slot: _compile(spec[slot], f"{where}.{slot}") if spec.get(slot) else None
-                for slot in _SLOTS}
     return HitMapping(
-        **compiled,
+        items=_optional(spec, "items", where),
+        id=_compile(spec["id"], f"{where}.id"),  # required: an empty one is refused, not skipped
+        text=_optional(spec, "text", where),
+        score=_optional(spec, "score", where),
+        vector=_optional(spec, "vector", where),
         fields=_compile_group(spec.get("fields") or {}, f"{where}.fields"),
         metadata=_compile_group(spec.get("metadata") or {}, f"{where}.metadata"),
     )
+
+
+def _optional(spec: dict[str, Any], slot: str, where: str) -> ParsedResult | None:
+    return _compile(spec[slot], f"{where}.{slot}") if spec.get(slot) else None
 
 
 def _compile_group(group: dict[str, Any], where: str) -> dict[str, ParsedResult]:

@@ -9,15 +9,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from gateway.mapping import HitMapping, MappingError, compile_mapping
 from gateway.pipeline import UpstreamCall
 from gateway.proxy import ProxyTarget
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from gateway.strict import Strict
 
 
 class UpstreamOperation(Strict):

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import errors, tracing
+from gateway.asgi import RawHeaders, Scope
 from gateway.context import RequestContext
 from gateway.mapping import HitMapping, UpstreamValueError
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from gateway.exchange import Exchange
     from gateway.loader import LoadedConfig
 
-RawHeaders = list[tuple[bytes, bytes]]
 log = logging.getLogger("aigw.pipeline")
 MAX_UPSTREAM_JSON_BYTES = 32 * 1024 * 1024
 # The longest upstream URL sent: 8 KiB is the request line common servers accept (nginx's
@@ -42,7 +42,7 @@ MAX_UPSTREAM_URL_BYTES = 8192
 
 
 class Authenticator(Protocol):
-    async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal | Decision:
+    async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal | Decision:
         """The caller's principal, or a denial."""
 
     async def aclose(self) -> None: ...
@@ -63,7 +63,7 @@ class Policy(Protocol):
 class AnonymousAuthenticator:
     """No `auth` section: nobody is authenticated, and nobody is refused for it."""
 
-    async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal:
+    async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal:
         return ANONYMOUS
 
     async def aclose(self) -> None:
@@ -162,7 +162,7 @@ class Pipeline:
 
         return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth))
 
-    async def admit(self, ctx: RequestContext, scope: dict, *,
+    async def admit(self, ctx: RequestContext, scope: Scope, *,
                     credentials_optional: bool = False) -> None:
         """Authenticate, then rate-limit; raise `GatewayError` when either refuses.
 
@@ -172,7 +172,7 @@ class Pipeline:
         await self.authenticate(ctx, scope, credentials_optional=credentials_optional)
         await self.limit(ctx)
 
-    async def authenticate(self, ctx: RequestContext, scope: dict, *,
+    async def authenticate(self, ctx: RequestContext, scope: Scope, *,
                            credentials_optional: bool = False) -> None:
         with _stage("aigw.authenticate", self.authenticator, AnonymousAuthenticator):
             outcome = await self.authenticator.authenticate(ctx, scope)

@@ -11,7 +11,7 @@ The core never imports a surface: it finds them through `gateway.registry`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from enum import Enum
@@ -84,7 +84,7 @@ class Mount:
     """One surface as served by one config generation."""
 
     name: str
-    routes: list[BaseRoute] = field(default_factory=list)
+    routes: Sequence[BaseRoute] = field(default_factory=list)
     documents: dict[str, Endpoint] = field(default_factory=dict)  # exact paths, public
     public_paths: frozenset[str] = frozenset()  # route paths served without a token
     render_error: ErrorRenderer = gateway_error_response

@@ -171,6 +171,13 @@ def test_mapping_errors_name_the_path():
         compile_mapping({"items": "items"}, "m")
 
 
+@pytest.mark.parametrize("empty", ["", None])
+def test_an_empty_id_expression_is_refused_when_the_config_loads(empty):
+    # Was taken for "no id" and compiled to None: every search then failed with AttributeError.
+    with pytest.raises(ValueError, match=r"m.id: expected a JMESPath expression"):
+        compile_mapping({"items": "items", "id": empty}, "m")
+
+
 def test_mapping_turns_upstream_items_into_hits_and_skips_items_without_id():
     mapping = compile_mapping({"items": "data.rows", "id": "key", "vector": "emb",
                                "metadata": {"updated_at": "meta.updated"}})

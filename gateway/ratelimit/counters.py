@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,7 +22,7 @@ from limits.errors import StorageError
 
 from gateway.redis_url import hash_tagged
 
-_STRATEGIES = {
+_STRATEGIES: dict[str, Callable[[Any], strategies.RateLimiter]] = {
     "moving-window": strategies.MovingWindowRateLimiter,
     "sliding-window-counter": strategies.SlidingWindowCounterRateLimiter,
     "fixed-window": strategies.FixedWindowRateLimiter,

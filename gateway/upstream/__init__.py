@@ -1,10 +1,10 @@
 """Pooled upstream clients behind one small seam (`Transport`)."""
 
 from gateway.settings import Upstream
-from gateway.upstream.base import Body, RawHeaders, Transport, UpstreamError, UpstreamResponse
+from gateway.upstream.base import Body, Transport, UpstreamError, UpstreamResponse
 
 __all__ = [
-    "Body", "RawHeaders", "Transport", "UpstreamError", "UpstreamResponse", "create_transport",
+    "Body", "Transport", "UpstreamError", "UpstreamResponse", "create_transport",
 ]
 
 

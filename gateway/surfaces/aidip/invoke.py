@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from gateway.asgi import RawHeaders
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.surfaces.aidip.breaker import Breaker
@@ -130,7 +131,7 @@ class Invoker:
 
     async def run(self, agent: Agent, operation: Operation, items: list[Any],
                   ctx: RequestContext, breaker: Breaker,
-                  credentials: list[tuple[bytes, bytes]]) -> Any:
+                  credentials: RawHeaders) -> Any:
         """The outputs (a list for a batch), or a `GatewayError` in AIDIP's vocabulary."""
         if agent.status == "inactive":
             raise AgentFailure("inactive").error()
@@ -162,7 +163,7 @@ class Invoker:
         return outputs
 
     async def _one(self, agent: Agent, operation: Operation, item: Any, ctx: RequestContext,
-                   credentials: list[tuple[bytes, bytes]]) -> Any:
+                   credentials: RawHeaders) -> Any:
         body = orjson.dumps(item)
         attempts = 2 if operation.idempotent else 1
         for attempt in range(attempts):
@@ -177,7 +178,7 @@ class Invoker:
         raise AgentFailure("unreachable")  # pragma: no cover -- the loop always returns
 
     async def _call(self, agent: Agent, operation: Operation, body: bytes,
-                    ctx: RequestContext, credentials: list[tuple[bytes, bytes]]) -> Answer:
+                    ctx: RequestContext, credentials: RawHeaders) -> Answer:
         if operation.url is not None:
             return await self._registered(operation.url, body, ctx)
         return await self._configured(agent, operation, body, ctx, credentials)
@@ -194,7 +195,7 @@ class Invoker:
             raise AgentFailure(exc.kind) from None
 
     async def _configured(self, agent: Agent, operation: Operation, body: bytes,
-                          ctx: RequestContext, credentials: list[tuple[bytes, bytes]]) -> Answer:
+                          ctx: RequestContext, credentials: RawHeaders) -> Answer:
         target = self.generation.targets[operation.upstream]
         ctx.upstream = target.name
         headers = [(b"host", target.host), (b"accept", b"application/json"),

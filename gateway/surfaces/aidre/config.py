@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field, SecretStr
 
 from gateway.operations import UpstreamOperation
+from gateway.strict import Strict
 
 CollectionName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class VectorOperation(UpstreamOperation):

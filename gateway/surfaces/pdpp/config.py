@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field, SecretStr
 
 from gateway.operations import UpstreamOperation
+from gateway.strict import Strict
 
 StreamName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
 FieldName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")]
 RangeOp = Literal["gte", "gt", "lte", "lt"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class FieldSpec(Strict):
