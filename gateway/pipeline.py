@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlencode
 
 import orjson
@@ -99,18 +99,25 @@ Fetch = Callable[[UpstreamCall], Awaitable[list[Hit]]]
 
 
 class RetrievalSurface(Protocol):
-    """A surface whose request needs several upstream calls defines
-    `async collect(query, ctx, fetch) -> list[Hit]` instead of `plan` (`fetch` makes one call
-    and maps its answer)."""
+    """Parse, then render: what every surface that retrieves through the pipeline defines,
+    with `plan` (one upstream call) or `collect` (several)."""
 
     name: str
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
         """Validate the request into a Query; raise `GatewayError` for bad input."""
 
+    def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response: ...
+
+
+class PlannedSurface(RetrievalSurface, Protocol):
     def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall: ...
 
-    def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response: ...
+
+@runtime_checkable
+class CollectingSurface(RetrievalSurface, Protocol):
+    async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
+        """The hits, through `fetch` (one upstream call, its answer mapped) as often as needed."""
 
 
 def denial(decision: Decision) -> errors.GatewayError:
@@ -194,7 +201,8 @@ class Pipeline:
             if not decision.allowed:
                 raise denial(decision)
 
-    async def retrieve(self, surface: RetrievalSurface, exchange: Exchange) -> Response:
+    async def retrieve(self, surface: PlannedSurface | CollectingSurface,
+                       exchange: Exchange) -> Response:
         """Run every stage after admission for one retrieval request; failures raise (the app
         answers them once, in the owner's dialect)."""
         ctx = exchange.ctx
@@ -213,9 +221,8 @@ class Pipeline:
         async def fetch(call: UpstreamCall) -> list[Hit]:
             return map_hits(call, await call_upstream_json(call, ctx, identity), ctx)
 
-        collect = getattr(surface, "collect", None)
-        hits = await collect(narrowed, ctx, fetch) if collect is not None \
-            else await fetch(surface.plan(narrowed, ctx))
+        hits = await surface.collect(narrowed, ctx, fetch) \
+            if isinstance(surface, CollectingSurface) else await fetch(surface.plan(narrowed, ctx))
         with tracing.span("aigw.policy", {"aigw.policy.stage": "after"}):
             kept = self.policy.after(ctx, narrowed, hits)
             tracing.annotate({"aigw.policy.removed": len(hits) - len(kept)})

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway import errors
+from gateway.asgi import ASGIApp
 from gateway.capability import Capability
 from gateway.exchange import Exchange
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
 ErrorRenderer = Callable[[errors.GatewayError, Exchange], Response]
-Endpoint = Callable[[dict[str, Any], Any, Any], Awaitable[None]]  # an ASGI app
+Endpoint = ASGIApp
 ExchangeEndpoint = Callable[[Exchange], Awaitable[Response]]
 
 

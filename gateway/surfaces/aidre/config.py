@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr
 
 from gateway.operations import UpstreamOperation
+from gateway.settings import Settings
 from gateway.strict import Strict
 
 CollectionName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
@@ -87,3 +88,12 @@ class Aidre(Strict):
     discovery_max_age: Annotated[int, Field(ge=0, le=86400)] = 300
     embedding_spaces: list[EmbeddingSpace] = []
     collections: dict[CollectionName, Collection] = Field(min_length=1)
+
+
+def aidre_of(settings: Settings) -> Aidre:
+    """The config's `aidre` section. The registry adds the field to `Settings` from this
+    surface's model, so the `Settings` type does not declare it."""
+    section = getattr(settings, "aidre", None)
+    if not isinstance(section, Aidre):
+        raise LookupError("the config has no aidre section")
+    return section

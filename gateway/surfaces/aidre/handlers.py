@@ -22,9 +22,11 @@ from gateway.exchange import Exchange
 from gateway.headers import request_origin
 from gateway.model import Hit, Query
 from gateway.pipeline import Fetch, UpstreamCall
+from gateway.policy.engine import PolicyEngine
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aidre import render, window
 from gateway.surfaces.aidre.collections import CompiledCollection, Operation
+from gateway.surfaces.aidre.config import aidre_of
 from gateway.surfaces.aidre.request import invalid, parse_search
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor, derived_key
 
@@ -176,7 +178,7 @@ async def read_chunk(exchange: Exchange) -> Response:
 
 async def list_collections(exchange: Exchange) -> Response:
     ctx, generation = exchange.ctx, exchange.generation
-    readable = generation.pipeline.policy.readable(ctx.principal)
+    readable = _readable(exchange)
     return render.json_response({"request_id": ctx.request_id,
                                  "collections": [render.collection_entry(c) for c in readable]},
                                 headers=_per_caller(generation, ctx))
@@ -185,12 +187,12 @@ async def list_collections(exchange: Exchange) -> Response:
 async def discovery(exchange: Exchange) -> Response:
     """Public (§3.1): a credential that cannot be used is ignored, a valid one personalises."""
     ctx, generation, scope = exchange.ctx, exchange.generation, exchange.request.scope
-    policy, settings = generation.pipeline.policy, generation.settings
+    policy, settings = _policy(exchange), generation.settings
     organization = settings.service.organization.name \
         if settings.service and settings.service.organization else None
     base_url = settings.public_base_url or request_origin(scope, generation.trusted_networks)
-    document = render.discovery(settings.aidre, base_url, organization,
-                                policy.readable(ctx.principal), policy.vectors_possible(),
+    document = render.discovery(aidre_of(settings), base_url, organization,
+                                _readable(exchange), policy.vectors_possible(),
                                 _auth_summary(generation))
     body = orjson.dumps(document)
     etag = '"' + _digest(body) + '"'
@@ -200,6 +202,22 @@ async def discovery(exchange: Exchange) -> Response:
     if _matches(etag, _if_none_match(scope["headers"])):
         return Response(status_code=304, headers=headers)
     return Response(body, 200, headers, "application/json")  # §3.2: MUST be application/json
+
+
+def _readable(exchange: Exchange) -> list[CompiledCollection]:
+    """The collections this caller may read, by the policy engine's decision on each."""
+    policy, collections = _policy(exchange), exchange.generation.resources
+    return [collection for name, collection in collections.items()
+            if isinstance(collection, CompiledCollection)
+            and policy.can_read(exchange.principal, name)]
+
+
+def _policy(exchange: Exchange) -> PolicyEngine:
+    """The rule engine, for what AIDRE lists (collections a caller may read, vector rules)."""
+    policy = exchange.pipeline.policy
+    if not isinstance(policy, PolicyEngine):
+        raise TypeError("AIDRE lists collections through the policy engine")
+    return policy
 
 
 def _per_caller(generation: Any, ctx: RequestContext) -> dict[str, str]:

@@ -93,8 +93,9 @@ def chunk(hit: Hit, collection: CompiledCollection, request_id: str) -> dict[str
     if not isinstance(content_hash, str) or not content_hash.isprintable():
         content_hash = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
     meta["content_hash"] = content_hash
-    document = {"request_id": request_id, "id": f"{collection.name}:{hit.id}",
-                "collection": collection.name, "text": text, "content_hash": content_hash}
+    document: dict[str, Any] = {
+        "request_id": request_id, "id": f"{collection.name}:{hit.id}",
+        "collection": collection.name, "text": text, "content_hash": content_hash}
     if meta.get("updated_at") is not None:
         document["updated_at"] = meta["updated_at"]
     source = {k: hit.fields[k] for k in _SOURCE if hit.fields.get(k) is not None}
