@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -17,15 +19,29 @@ from gateway import errors
 from gateway.context import RequestContext
 from gateway.mapping import compile_mapping
 from gateway.model import ALLOW, Decision, Hit, Principal, Query, TokenKind, deny
-from gateway.pipeline import Pipeline, UpstreamCall
+from gateway.operations import Operation, Placeholders, UpstreamOperation, compile_operation
+from gateway.pipeline import Pipeline
 from gateway.proxy import ProxyTarget
 from gateway.settings import Upstream
 from gateway.upstream import create_transport
 
-SEARCH_MAPPING = compile_mapping({
+SEARCH_MAPPING = {
     "items": "items", "id": "id", "text": "snippet", "score": "score",
     "fields": {"title": "title", "url": "url"}, "metadata": {"updated_at": "updated_at"},
-})
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Keywords(Placeholders):
+    """The test surface's one kind of operation."""
+
+    query: str
+    limit: int
+
+
+SEARCH = compile_operation(UpstreamOperation(
+    upstream="demo", path="/api/v1/articles/search", query={"q": "{query}", "limit": "{limit}"},
+    mapping=SEARCH_MAPPING), "search", {"demo"}, Keywords)
 
 
 class KeywordSurface:
@@ -33,8 +49,7 @@ class KeywordSurface:
 
     name = "test-surface"
 
-    def __init__(self, target: ProxyTarget, trail: list[str]) -> None:
-        self.target = target
+    def __init__(self, trail: list[str]) -> None:
         self.trail = trail
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
@@ -44,10 +59,9 @@ class KeywordSurface:
             raise errors.GatewayError(400, "invalid_request", "q is required")
         return Query(text=text, top_k=int(request.query_params.get("k", "3")))
 
-    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall:
+    def plan(self, query: Query, ctx: RequestContext) -> tuple[Operation[Any], Placeholders]:
         self.trail.append("plan")
-        params = {"q": query.text, "limit": query.top_k}
-        return UpstreamCall(self.target, "GET", "/api/v1/articles/search", SEARCH_MAPPING, params)
+        return SEARCH, Keywords(query=query.text or "", limit=query.top_k)
 
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
         self.trail.append("render")
@@ -91,8 +105,9 @@ async def client_for(
     transport = create_transport(Upstream(url=url, timeout={"connect": 1, "read": 2}))
     target = ProxyTarget("demo", url, url.removeprefix("http://").encode(), False, transport)
     stages = RecordingStages(trail, limit)
-    pipeline = Pipeline(authenticator=stages, limiter=stages, policy=stages)
-    surface = KeywordSurface(target, trail)
+    pipeline = Pipeline(authenticator=stages, limiter=stages, policy=stages,
+                        targets={"demo": target})
+    surface = KeywordSurface(trail)
 
     async def endpoint(request: Request) -> Response:
         return await pipeline.retrieve(surface, request, RequestContext("rid-1", "GET", "/", ""))

@@ -20,7 +20,8 @@ from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.headers import request_origin
 from gateway.model import Hit, Query
-from gateway.pipeline import Fetch, UpstreamCall
+from gateway.operations import Placeholders
+from gateway.pipeline import Fetch
 from gateway.surfaces.aidre import render, window
 from gateway.surfaces.aidre.collections import CompiledCollection, Operation
 from gateway.surfaces.aidre.request import invalid, parse_search
@@ -63,9 +64,7 @@ class AidreSurface:
         """The caller's page at the query's offset: policy decides on each record as it is
         read, so hidden records neither shorten the page nor show in whether more follow."""
         collection = self.collections[query.collection or ""]
-        operation = self._operation(query)
-        chunk_target = self._target(collection.chunk) if collection.chunk else None
-        source = window.Source(collection, operation, self._target(operation), chunk_target)
+        source = window.Source(collection, self._operation(query))
         policy = self.generation.pipeline.policy
         self.page = await window.gather(
             source, query, fetch, lambda hits: policy.after(ctx, query, hits),
@@ -90,7 +89,7 @@ class AidreSurface:
                                      "collection": collection.name,
                                      "results": results, "meta": meta})
 
-    def _operation(self, query: Query) -> Operation:
+    def _operation(self, query: Query) -> Operation[Any]:
         collection = self.collections[query.collection or ""]
         if query.vector is None:
             return collection.text_search
@@ -101,9 +100,6 @@ class AidreSurface:
                                {"embedding_space": query.embedding_space,
                                 "collection": collection.name})
         return collection.vector_search
-
-    def _target(self, operation: Operation) -> Any:
-        return self.generation.targets[operation.settings.upstream]
 
     def render_error(self, error: GatewayError, ctx: RequestContext) -> Response:
         return render.error_response(error, ctx.request_id)
@@ -122,17 +118,16 @@ class ChunkSurface(AidreSurface):
             raise GatewayError(404, "not_found", "No such chunk.")
         return Query(collection=collection, filters={"id": item})
 
-    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall:
+    def plan(self, query: Query, ctx: RequestContext) -> tuple[Operation[Any], Placeholders]:
         collection = self.collections[query.collection or ""]
         if collection.chunk is None:
             raise GatewayError(404, "not_found", "No such chunk.")
-        values = {**window.values(query, 0, 1), "id": query.filters["id"]}
-        return collection.chunk.call(self._target(collection.chunk), values)
+        return collection.chunk, window.chunk_values(query, query.filters["id"])
 
     async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
         """Missing upstream, hidden by policy or unknown: one and the same 404 (see render)."""
         try:
-            return await fetch(self.plan(query, ctx))
+            return await fetch(*self.plan(query, ctx))
         except GatewayError as error:
             if error.status == 404:
                 return []
