@@ -35,7 +35,8 @@ def declared_kinds() -> list[type[Placeholders]]:
 
 
 KINDS = declared_kinds()
-TARGET = ProxyTarget("up", "http://up.invalid", b"up.invalid", False, None)  # never sent
+NO_TRANSPORT: Any = None  # calls are only built here, never sent
+TARGET = ProxyTarget("up", "http://up.invalid", b"up.invalid", False, NO_TRANSPORT)
 
 
 def sample(kind: type[Placeholders]) -> Placeholders:
@@ -55,14 +56,14 @@ def sample(kind: type[Placeholders]) -> Placeholders:
     return kind(**values)
 
 
-def using(names: frozenset[str] | set[str], method: str = "POST") -> UpstreamOperation:
+def using(names: frozenset[str] | set[str]) -> UpstreamOperation:
     """An operation naming each placeholder in its path, a query value and its body."""
     ordered = sorted(names)
     return UpstreamOperation(
-        upstream="up", method=method, path="/x/" + "/".join(f"{{{n}}}" for n in ordered),
+        upstream="up", method="POST", path="/x/" + "/".join(f"{{{n}}}" for n in ordered),
         query={n: f"{{{n}}}" for n in ordered} | {"both": "-".join(f"{{{n}}}" for n in ordered)},
         body={"whole": {n: f"{{{n}}}" for n in ordered}, "list": [f"{{{n}}}" for n in ordered]},
-        mapping={"id": "id"})
+        mapping={"id": "id"}, max_items=None)
 
 
 def test_every_surface_declares_its_kinds():

@@ -197,6 +197,7 @@ class Invoker:
 
     async def _configured(self, agent: Agent, operation: Operation, body: bytes,
                           ctx: RequestContext, credentials: list[tuple[bytes, bytes]]) -> Answer:
+        assert operation.upstream is not None  # a configured agent's operation names it
         upstream: UpstreamCalls = self.generation.pipeline.upstream
         forwarded = credentials if operation.forward_token else []
         try:
