@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from gateway import errors
 from gateway.context import RequestContext
-from gateway.mapping import compile_mapping
+from gateway.mapping import UpstreamValueError, compile_mapping
 from gateway.model import ALLOW, Decision, Hit, Principal, Query, TokenKind, deny
 from gateway.operations import Operation, Placeholders, UpstreamOperation, compile_operation
 from gateway.pipeline import Pipeline
@@ -185,3 +185,13 @@ def test_mapping_turns_upstream_items_into_hits_and_skips_items_without_id():
     assert [(h.id, h.vector, h.metadata) for h in hits] == [
         ("7", [0.1, 0.2], {"updated_at": "2024-01-01T00:00:00Z"})
     ]
+
+
+def test_items_of_the_wrong_kind_fail_the_answer_and_absent_items_are_none():
+    mapping = compile_mapping({"items": "items", "id": "id"})
+    assert mapping.hits({"items": {"id": "one"}})[0].id == "one"  # one object: one item
+    assert mapping.hits({"items": None}) == mapping.hits({}) == []
+    for wrong in ("nothing to see", 7, True):
+        with pytest.raises(UpstreamValueError) as caught:
+            mapping.hits({"items": wrong})
+        assert (caught.value.slot, caught.value.expected) == ("items", "a list or an object")
