@@ -11,12 +11,13 @@ vector and other fields are:
     fields: {title: title, url: url}
     metadata: {updated_at: updated_at}
 
-Each slot has the kind the neutral model promises every surface: an id is a string or an
-integer (rendered as a string), text a string, a score a number, a vector a list of numbers,
-and the source fields (`url`, `title`, `section`) and `updated_at` strings; other fields and
-metadata may be any JSON value. A null is an absent value. A value of another kind raises
-`UpstreamValueError`: the answer fails as a whole rather than reaching a client half-mapped,
-since a wrong kind means the mapping and the upstream disagree, on every item alike.
+Each slot has the kind the neutral model promises every surface: the items are a list (or
+one object), an id is a string or an integer (rendered as a string), text a string, a score a
+number, a vector a list of numbers, and the source fields (`url`, `title`, `section`) and
+`updated_at` strings; other fields and metadata may be any JSON value. A null is an absent
+value. A value of another kind raises `UpstreamValueError`: the answer fails as a whole rather
+than reaching a client half-mapped, since a wrong kind means the mapping and the upstream
+disagree, on every item alike.
 """
 
 from __future__ import annotations
@@ -62,12 +63,18 @@ class HitMapping:
 
     def hits(self, document: Any) -> list[Hit]:
         """Every item of an upstream document as a Hit; items without an id are skipped."""
+        return [hit for item in self.items_of(document) if (hit := self.hit(item)) is not None]
+
+    def items_of(self, document: Any) -> list[Any]:
+        """The document's items: a list, or one object; none when absent (null)."""
         items = self.items.search(document) if self.items is not None else document
-        if isinstance(items, dict):
-            items = [items]
-        if not isinstance(items, list):
+        if items is None:
             return []
-        return [hit for item in items if (hit := self.hit(item)) is not None]
+        if isinstance(items, dict):
+            return [items]
+        if not isinstance(items, list):
+            raise UpstreamValueError("items", "a list or an object")
+        return items
 
     def hit(self, item: Any) -> Hit | None:
         """One item as a Hit, or None without an id; `UpstreamValueError` for a wrong kind."""

@@ -63,7 +63,7 @@ class Generation:
         self.cors = DocumentCors(settings.discovery, api_keys.header if api_keys else None)
         self.identity = IdentityForwarding(settings.auth)
         self.pipeline = Pipeline.from_config(loaded, public, storage, self.resources,
-                                             failure_store)
+                                             failure_store, self.targets)
         self.revision = loaded.bundle.revision if loaded.bundle is not None else "none"
         self.active = 0
         self.retired = False

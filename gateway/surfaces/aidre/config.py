@@ -53,9 +53,13 @@ class Collection(Strict):
         None, description="Per-record visibility (AIDRE §12); without it every record has the "
         "collection's visibility, or the one its mapping gives.",
     )
-    text_search: UpstreamOperation
-    vector_search: VectorOperation | None = None
-    chunk: UpstreamOperation | None = None
+    text_search: UpstreamOperation = Field(
+        description="Placeholders: {query}, {top_k}, {offset}, {limit}, {fetch}, {visibility}.")
+    vector_search: VectorOperation | None = Field(
+        None, description="Placeholders: {vector}, {top_k}, {offset}, {limit}, {fetch}, "
+        "{visibility}.")
+    chunk: UpstreamOperation | None = Field(
+        None, description="Placeholders: {id}, {visibility}.")
 
 
 class Aidre(Strict):

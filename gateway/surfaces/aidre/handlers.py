@@ -21,7 +21,8 @@ from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.headers import request_origin
 from gateway.model import Hit, Query
-from gateway.pipeline import Fetch, UpstreamCall
+from gateway.operations import Placeholders
+from gateway.pipeline import Fetch
 from gateway.policy.engine import PolicyEngine
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aidre import render, window
@@ -67,9 +68,7 @@ class AidreSurface:
         """The caller's page at the query's offset: policy decides on each record as it is
         read, so hidden records neither shorten the page nor show in whether more follow."""
         collection = self.collections[query.collection or ""]
-        operation = self._operation(query)
-        chunk_target = self._target(collection.chunk) if collection.chunk else None
-        source = window.Source(collection, operation, self._target(operation), chunk_target)
+        source = window.Source(collection, self._operation(query))
         policy = self.generation.pipeline.policy
         self.page = await window.gather(
             source, query, fetch, lambda hits: policy.after(ctx, query, hits),
@@ -94,7 +93,7 @@ class AidreSurface:
                                      "collection": collection.name,
                                      "results": results, "meta": meta})
 
-    def _operation(self, query: Query) -> Operation:
+    def _operation(self, query: Query) -> Operation[Any]:
         collection = self.collections[query.collection or ""]
         if query.vector is None:
             return collection.text_search
@@ -106,8 +105,6 @@ class AidreSurface:
                                 "collection": collection.name})
         return collection.vector_search
 
-    def _target(self, operation: Operation) -> Any:
-        return self.generation.targets[operation.settings.upstream]
 
 
 class ChunkSurface(AidreSurface):
@@ -123,19 +120,18 @@ class ChunkSurface(AidreSurface):
             raise GatewayError(404, "not_found", "No such chunk.")
         return Query(collection=collection, filters={"id": item})
 
-    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall:
+    def plan(self, query: Query, ctx: RequestContext) -> tuple[Operation[Any], Placeholders]:
         collection = self.collections[query.collection or ""]
         if collection.chunk is None:
             raise GatewayError(404, "not_found", "No such chunk.")
-        values = {**window.values(query, 0, 1), "id": query.filters["id"]}
-        return collection.chunk.call(self._target(collection.chunk), values)
+        return collection.chunk, window.chunk_values(query, query.filters["id"])
 
     async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
         """Missing upstream, hidden by policy or unknown: one and the same 404 (see render).
         An id the upstream refuses (4xx) names no chunk either, never a 503 (an id such as
         "search" may land on another upstream route)."""
         try:
-            return await fetch(self.plan(query, ctx))
+            return await fetch(*self.plan(query, ctx))
         except GatewayError as error:
             refused = error.code == "upstream_error" \
                 and (ctx.upstream_error or "").startswith("status_4")

@@ -116,7 +116,9 @@ class Source(Strict):
     domains: list[Domain] = Field(
         [], description="Intent domains this source answers; empty: every editorial domain."
     )
-    search: UpstreamOperation
+    search: UpstreamOperation = Field(
+        description="Placeholders: {query}, and {limit}, {top_k} and {fetch} (each the number "
+        "of hits wanted); {offset} is 0.")
     article: UpstreamOperation | None = Field(
         None, description="Reads one hit's whole text ({id}); it is split into chunks."
     )

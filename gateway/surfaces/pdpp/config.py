@@ -26,7 +26,8 @@ class FieldSpec(Strict):
 class UpstreamSearch(Strict):
     """Search delegated to the legacy API. `{query}` is the text; `{fields}` the list of
     fields the caller may match (repeated query parameters, or a JSON list in a body) and
-    `{fields_csv}` the same list comma-separated. The mapping's `id` is the record key."""
+    `{fields_csv}` the same list comma-separated; `{subject}` the token's subject and `{limit}`
+    the stream's max_records. The mapping's `id` is the record key."""
 
     operation: UpstreamOperation
 

@@ -17,7 +17,6 @@ from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.model import Principal, TokenKind
-from gateway.pipeline import call_upstream_json, map_hits
 from gateway.surface import SurfaceRoute
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor
 from gateway.surfaces.pdpp import filters, render, request, search
@@ -32,7 +31,7 @@ from gateway.surfaces.pdpp.projection import (
 )
 from gateway.surfaces.pdpp.records import page_after, position_of, sort_records
 from gateway.surfaces.pdpp.store import Entry, Store
-from gateway.surfaces.pdpp.streams import CompiledStream, read_all, read_one
+from gateway.surfaces.pdpp.streams import CompiledStream, FieldSearch, ReadItems, read_all, read_one
 
 Handler = Callable[..., Awaitable[Response]]
 
@@ -158,8 +157,7 @@ class PdppService:
             raise GatewayError(404, "not_found", "No such record.")
         stream = access.stream
         if stream.record_op is not None:
-            target = generation.targets[stream.record_op.settings.upstream]
-            found = await read_one(stream, _subject(ctx), key, target, self._fetch(ctx, generation))
+            found = await read_one(stream, _subject(ctx), key, self._read(ctx, generation))
             read_at = _now()
         else:
             entry = await self._entry(stream, ctx, generation)
@@ -233,14 +231,10 @@ class PdppService:
         async def ids(stream: CompiledStream, fields: tuple[str, ...]) -> list[str]:
             operation = stream.lexical_op
             assert operation is not None
-            values = {"query": q, "fields": list(fields), "fields_csv": ",".join(fields),
-                      "subject": _subject(ctx), "limit": stream.settings.max_records,
-                      "top_k": stream.settings.max_records, "fetch": stream.settings.max_records,
-                      "offset": 0, "id": "", "vector": [], "visibility": ""}
-            call = operation.call(generation.targets[operation.settings.upstream], values)
-            identity = generation.pipeline.identity.headers(ctx.principal)
-            return [hit.id for hit in map_hits(call, await call_upstream_json(call, ctx, identity),
-                                               ctx)]
+            values = FieldSearch(query=q, fields=list(fields), fields_csv=",".join(fields),
+                                 subject=_subject(ctx), limit=stream.settings.max_records)
+            hits = await generation.pipeline.upstream.hits(operation, values, ctx)
+            return [hit.id for hit in hits]
         return ids
 
     def _metadata(self, stream: CompiledStream) -> dict[str, Any]:
@@ -266,14 +260,12 @@ class PdppService:
 
     async def _entry(self, stream: CompiledStream, ctx: RequestContext, generation: Any) -> Entry:
         subject = _subject(ctx)
-        target = generation.targets[stream.list_op.settings.upstream]
-        fetch = self._fetch(ctx, generation)
-        return await self.store.entry(stream, subject,
-                                      lambda: read_all(stream, subject, target, fetch))
+        read = self._read(ctx, generation)
+        return await self.store.entry(stream, subject, lambda: read_all(stream, subject, read))
 
-    def _fetch(self, ctx: RequestContext, generation: Any) -> Any:
-        identity = generation.pipeline.identity.headers(ctx.principal)
-        return lambda call: call_upstream_json(call, ctx, identity)
+    def _read(self, ctx: RequestContext, generation: Any) -> ReadItems:
+        upstream = generation.pipeline.upstream
+        return lambda operation, values: upstream.items(operation, values, ctx)
 
     def _position(self, cursor: str | None, binding: dict[str, Any]) -> list[Any] | None:
         if cursor is None:
