@@ -25,6 +25,7 @@ from gateway import errors
 from gateway.asgi import ASGIApp
 from gateway.capability import Capability
 from gateway.exchange import Exchange
+from gateway.lifetimes import Lease, Resources
 
 if TYPE_CHECKING:
     from gateway.policy.bundle import PolicyBundle
@@ -78,6 +79,9 @@ class MountContext:
     modified: date | None = None  # the config file's last change
     policies: tuple[PolicyPack, ...] = ()  # the policy files, validated
     bundle: PolicyBundle | None = None  # every rule, for surfaces that decide themselves
+    # Resources that outlive the generation (stores, sinks): acquired here, they are carried
+    # over a reload with the same settings and closed once, by the last generation using them.
+    shared: Lease = field(default_factory=lambda: Resources().lease())
 
 
 @dataclass(slots=True)

@@ -75,10 +75,10 @@ class AipPlugin(Surface):
         settings = context.settings
         policy = AipPolicy(context.bundle)
         documents = aip_documents(aip, settings.public_base_url or "", policy, context.modified)
-        wiring = Wiring.acquire(aip)  # sources compile: the load-time checks made sure
+        wiring = Wiring.acquire(aip, context.shared)
+        # The sources compile: the load-time checks made sure of it.
         served = routes(aip, set(settings.upstreams), policy, wiring)
-        return Mount(self.name, served, documents=dict(documents), render_error=render_error,
-                     on_close=wiring.release)
+        return Mount(self.name, served, documents=dict(documents), render_error=render_error)
 
     def openapi(self, settings: Settings) -> dict[str, Any]:
         aip = self.section(settings)
