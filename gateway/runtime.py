@@ -31,20 +31,21 @@ from gateway.redirects import UpstreamOrigin
 from gateway.routing import PathOwners
 from gateway.settings import Upstream
 from gateway.surface import Mount, MountContext
-from gateway.upstream import Transport, create_transport
+from gateway.upstream import Transport, TransportFactory, create_transport
 
 log = logging.getLogger("aigw.runtime")
 
 
 class Generation:
-    def __init__(self, number: int, loaded: LoadedConfig, lease: Lease) -> None:
+    def __init__(self, number: int, loaded: LoadedConfig, lease: Lease,
+                 connect: TransportFactory) -> None:
         settings = loaded.settings
         self.number = number
         self.loaded = loaded
         self.settings = settings
         self.lease = lease  # every shared resource this generation uses, released on retiring
         self.transports = {name: lease.acquire(("upstream", name, up.model_dump_json()),
-                                               partial(create_transport, up))
+                                               partial(connect, name, up))
                            for name, up in settings.upstreams.items()}
         self.targets = {name: _target(name, up, self.transports[name])
                         for name, up in settings.upstreams.items()}
@@ -100,9 +101,12 @@ class Generation:
 class Runtime:
     """Holds the serving generation; `swap` replaces it atomically for new requests."""
 
-    def __init__(self, loaded: LoadedConfig) -> None:
+    def __init__(self, loaded: LoadedConfig, transports: TransportFactory | None = None) -> None:
+        """`transports` builds each upstream's client from its name and settings (default: the
+        configured HTTP client; tests pass `gateway.upstream.memory.MemoryUpstreams`)."""
+        self._connect = transports or _network_transport
         self.shared = Resources()
-        self.current = Generation(1, loaded, self.shared.lease())
+        self.current = Generation(1, loaded, self.shared.lease(), self._connect)
         self.decision_log = _decision_log(loaded)
         _show_revision(self.current)
         self.draining = False
@@ -118,7 +122,7 @@ class Runtime:
 
     def swap(self, loaded: LoadedConfig) -> Generation:
         old = self.current
-        new = Generation(old.number + 1, loaded, self.shared.lease())
+        new = Generation(old.number + 1, loaded, self.shared.lease(), self._connect)
         if loaded.settings.decision_log != old.settings.decision_log:
             self._close_later(self.decision_log)
             self.decision_log = _decision_log(loaded)
@@ -150,6 +154,10 @@ class Runtime:
             await asyncio.gather(*self._retiring, return_exceptions=True)
         await self.current.aclose()
         await self.decision_log.aclose()
+
+
+def _network_transport(name: str, upstream: Upstream) -> Transport:
+    return create_transport(upstream)
 
 
 def _decision_log(loaded: LoadedConfig) -> DecisionLog:

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from inprocess import InProcessGateway
 from processes import ROOT, Gateway, Process, free_port, start_backend, start_echo, wait_for_http
 
 
@@ -60,3 +61,20 @@ def gateway_factory(tmp_path: Path) -> Iterator:
     for gateway in started:
         gateway.stop()
 
+
+
+@pytest.fixture
+def inprocess_factory(tmp_path: Path) -> Iterator:
+    """Like `gateway_factory`, with each gateway served inside this process (tests/inprocess.py):
+    for tests that need neither its logs, its signals nor its own metrics registry. Pass
+    `upstreams={name or URL origin: handler}` to answer upstreams in memory."""
+    started: list[InProcessGateway] = []
+
+    def start(config: dict, upstreams: dict | None = None) -> InProcessGateway:
+        gateway = InProcessGateway(config, tmp_path, upstreams)
+        started.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in started:
+        gateway.stop()

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from aidip_config import SECRET, SECRET_HEADER, agent, aidip_gateway_config, registration
 from idp_helpers import AUDIENCE, ISSUER, FakeIdp, SigningKey
+from inprocess import InProcessGateway
 from processes import ROOT, Gateway, Process, free_port, wait_for_http
 
 
@@ -84,8 +85,8 @@ def default_ports(backend: str, echo: str,
     """Registered agents may be on agent.test and its subdomains, at the default port."""
     egress = {"origins": [{"scheme": "http", "host": "agent.test"},
                           {"scheme": "http", "host": "*.agent.test"}]}
-    started = Gateway(aidip_gateway_config(backend, echo, aidip={"egress": egress}),
-                      tmp_path_factory.mktemp("aidip-default-ports"))
+    started = InProcessGateway(aidip_gateway_config(backend, echo, aidip={"egress": egress}),
+                               tmp_path_factory.mktemp("aidip-default-ports"))
     yield started
     started.stop()
 
@@ -169,7 +170,7 @@ def test_a_taken_id_is_the_same_409_whether_or_not_you_may_see_its_agent(gateway
 
 
 def test_a_client_id_never_owns_what_a_subject_of_the_same_name_registered(
-        backend, echo, gateway_factory, tmp_path):
+        backend, echo, inprocess_factory, tmp_path):
     key = SigningKey.ec("aidip")
     port = free_port()
     idp_process = Process([sys.executable, str(ROOT / "tests" / "fake_idp.py"), str(port)],
@@ -181,7 +182,7 @@ def test_a_client_id_never_owns_what_a_subject_of_the_same_name_registered(
         config = aidip_gateway_config(backend, echo)
         config["auth"]["issuers"] = [{"issuer": ISSUER, "jwks_uri": idp.url + "/jwks",
                                       "audiences": [AUDIENCE]}]
-        gateway = gateway_factory(config)
+        gateway = inprocess_factory(config)
         user = key.token(sub="alice", client_id="web", scope="agents:register")
         client = key.token(sub=None, client_id="alice", scope="agents:register")
 
@@ -366,13 +367,13 @@ def test_redirects_from_a_registered_agent_are_not_followed(gateway: Gateway, ec
 
 
 def test_an_endpoint_resolving_to_a_metadata_address_is_refused(backend, echo,
-                                                                gateway_factory):
+                                                                inprocess_factory):
     port = int(echo.rsplit(":", 1)[1])
     config = aidip_gateway_config(backend, echo, aidip={"egress": {
         "origins": [{"scheme": "http", "host": "metadata.test", "ports": [port]},
                     {"scheme": "http", "host": "127.0.0.1", "ports": [port]}],
         "hosts": {"metadata.test": ["169.254.169.254"]}}})
-    strict = gateway_factory(config)
+    strict = inprocess_factory(config)
     loopback = call(strict, "POST", "/agents", "alice-key", registration(echo + "/echo/x"))
     assert_error(loopback, 400, "InvalidInput")  # loopback is not allowed here
     agent = register(strict, "alice-key", endpoint=f"http://metadata.test:{port}/latest")
@@ -381,14 +382,14 @@ def test_an_endpoint_resolving_to_a_metadata_address_is_refused(backend, echo,
 
 
 def test_refused_and_unencodable_endpoints_answer_endpoint_refused_not_500(backend, echo,
-                                                                          gateway_factory):
+                                                                          inprocess_factory):
     port = int(echo.rsplit(":", 1)[1])
     config = aidip_gateway_config(backend, echo, aidip={
         "breaker": {"failures": 1, "open_seconds": 60},
         "egress": {"origins": [{"scheme": "http", "host": "metadata.test", "ports": [port]},
                                {"scheme": "http", "host": "*.agent.test", "ports": [port]}],
                    "hosts": {"metadata.test": ["169.254.169.254"]}}})
-    strict = gateway_factory(config)
+    strict = inprocess_factory(config)
     for host in ("a" * 64 + ".agent.test", "x..agent.test"):  # DNS cannot carry these names
         error = assert_error(call(strict, "POST", "/agents", "alice-key",
                                   registration(f"http://{host}:{port}/x")), 400, "InvalidInput")
@@ -400,10 +401,10 @@ def test_refused_and_unencodable_endpoints_answer_endpoint_refused_not_500(backe
 
 
 def test_the_breaker_opens_after_failures_and_closes_after_a_good_call(
-        backend, echo, gateway_factory):
+        backend, echo, inprocess_factory):
     config = aidip_gateway_config(backend, echo,
                                   aidip={"breaker": {"failures": 2, "open_seconds": 1}})
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     agent = register(gateway, "alice-key", endpoint=echo + "/status/500")
     path = f"/agents/{agent['id']}/invoke"
     for _ in range(2):
@@ -423,7 +424,7 @@ def test_the_breaker_opens_after_failures_and_closes_after_a_good_call(
 
 
 def test_an_agents_4xx_is_the_callers_error_and_never_opens_its_breaker(backend, echo,
-                                                                        gateway_factory):
+                                                                        inprocess_factory):
     config = aidip_gateway_config(backend, echo,
                                   aidip={"breaker": {"failures": 2, "open_seconds": 60}})
     config["aidip"]["agents"]["summarizer"] = agent(
@@ -434,7 +435,7 @@ def test_an_agents_4xx_is_the_callers_error_and_never_opens_its_breaker(backend,
                      "properties": {"article_id": {"type": "string",
                                                    "pattern": "^art-[0-9]{4}$"}}},
           "outputs": {"type": "object", "required": ["summary"]}}])
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     body = registration(echo + "/echo/fine", id="picky")
     body["operations"] += [
         {"name": name, "description": name, "inputs": {"type": "object"},
@@ -533,11 +534,11 @@ def test_the_registry_reads_as_a2a_agent_cards(gateway: Gateway):
 # --------------------------------------------------------------------------- Redis
 
 
-def test_two_gateways_share_registrations_through_redis(backend, echo, gateway_factory):
+def test_two_gateways_share_registrations_through_redis(backend, echo, inprocess_factory):
     prefix = f"aigw-test:{uuid.uuid4().hex}:"
     registry = {"redis_url": "redis://127.0.0.1:6379/15", "key_prefix": prefix}
     config = aidip_gateway_config(backend, echo, aidip={"registry": registry})
-    first, second = gateway_factory(config), gateway_factory(config)
+    first, second = inprocess_factory(config), inprocess_factory(config)
     try:
         agent = register(first, "alice-key", endpoint=echo + "/echo/shared")
         path = f"/agents/{agent['id']}"
@@ -547,7 +548,7 @@ def test_two_gateways_share_registrations_through_redis(backend, echo, gateway_f
         assert_error(call(first, "GET", path), 404, "NotFound")
         again = register(first, "alice-key", endpoint=echo + "/echo/kept")
         first.stop()
-        restarted = gateway_factory(config)  # registrations survive a restart
+        restarted = inprocess_factory(config)  # registrations survive a restart
         assert call(restarted, "GET", f"/agents/{again['id']}").status_code == 200
     finally:
         import redis
@@ -580,9 +581,9 @@ def stored_record(registry: dict[str, str], agent_id: str) -> dict:
 
 
 async def test_owners_racing_to_register_one_id_leave_exactly_one_owner(
-        backend, echo, gateway_factory, redis_registry):
+        backend, echo, inprocess_factory, redis_registry):
     config = aidip_gateway_config(backend, echo, aidip={"registry": redis_registry})
-    first, second = gateway_factory(config), gateway_factory(config)
+    first, second = inprocess_factory(config), inprocess_factory(config)
     ids = [f"race-{uuid.uuid4().hex[:8]}" for _ in range(10)]
 
     async def post(client: httpx.AsyncClient, gateway: Gateway, key: str,
@@ -611,11 +612,11 @@ async def test_owners_racing_to_register_one_id_leave_exactly_one_owner(
 
 
 def test_a_legacy_untyped_owner_is_read_as_a_subject_and_typed_on_the_next_write(
-        backend, echo, gateway_factory, redis_registry):
+        backend, echo, inprocess_factory, redis_registry):
     import redis
 
     config = aidip_gateway_config(backend, echo, aidip={"registry": redis_registry})
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     agent_id = register(gateway, "alice-key", endpoint=echo + "/echo/legacy")["id"]
     legacy = stored_record(redis_registry, agent_id)
     del legacy["format"]
@@ -631,11 +632,11 @@ def test_a_legacy_untyped_owner_is_read_as_a_subject_and_typed_on_the_next_write
     assert (rewritten["owner"], rewritten["format"]) == ("sub:alice", 2)
 
 
-def test_a_redis_outage_fails_closed(backend, echo, gateway_factory):
+def test_a_redis_outage_fails_closed(backend, echo, inprocess_factory):
     from processes import free_port
 
     registry = {"redis_url": f"redis://127.0.0.1:{free_port()}/15", "timeout": 0.5}
-    gateway = gateway_factory(aidip_gateway_config(backend, echo, aidip={"registry": registry}))
+    gateway = inprocess_factory(aidip_gateway_config(backend, echo, aidip={"registry": registry}))
     assert_error(call(gateway, "GET", "/agents"), 503, "RegistryUnavailable")
     assert_error(call(gateway, "POST", "/agents", "alice-key",
                       registration(echo + "/echo/x")), 503, "RegistryUnavailable")

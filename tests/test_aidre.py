@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from aidre_config import SPACE, aidre_gateway_config, collection
+from inprocess import InProcessGateway
 from processes import Gateway
 
 from gateway.demo.embedding import embed
@@ -25,7 +26,7 @@ AIDRE_JSON = "application/aidre+json"
 @pytest.fixture(scope="module")
 def gateway(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("aidre")
-    started = Gateway(aidre_gateway_config(backend, workdir), workdir)
+    started = InProcessGateway(aidre_gateway_config(backend, workdir), workdir)
     yield started
     started.stop()
 
@@ -83,10 +84,10 @@ def test_discovery_shows_private_collections_to_those_who_can_read_them(gateway:
     assert again.status_code == 304
 
 
-def test_return_vectors_is_false_when_no_policy_allows_it(backend, gateway_factory, tmp_path):
+def test_return_vectors_is_false_when_no_policy_allows_it(backend, inprocess_factory, tmp_path):
     config = aidre_gateway_config(backend, tmp_path)
     (tmp_path / "policies" / "vector-return.yaml").write_text("vector_return: []\n")
-    plain = gateway_factory(config)
+    plain = inprocess_factory(config)
     document = httpx.get(plain.url + "/.well-known/ai-discovery").json()
     assert document["capabilities"]["return_vectors"] is False
 
@@ -142,8 +143,8 @@ def test_vectors_return_only_when_a_policy_allows_it_for_that_caller(gateway: Ga
     assert all("vector" not in r for r in staff["results"])  # access-controlled: no rule
 
 
-def test_a_denied_return_field_can_be_refused_instead(backend, gateway_factory, tmp_path):
-    strict = gateway_factory(aidre_gateway_config(
+def test_a_denied_return_field_can_be_refused_instead(backend, inprocess_factory, tmp_path):
+    strict = inprocess_factory(aidre_gateway_config(
         backend, tmp_path, aidre={"denied_return_field": "reject"}))
     body = {"query": "refund", "collection": "articles", "return": {"vectors": True}}
     error = assert_error(search(strict, body), 400, "unsupported_return_field")
@@ -211,8 +212,8 @@ def test_top_k_defaults_and_clamps_as_documented(gateway: Gateway):
     assert clamped.json()["meta"]["top_k"] == 50
 
 
-def test_top_k_over_the_maximum_can_be_refused(backend, gateway_factory, tmp_path):
-    strict = gateway_factory(aidre_gateway_config(backend, tmp_path,
+def test_top_k_over_the_maximum_can_be_refused(backend, inprocess_factory, tmp_path):
+    strict = inprocess_factory(aidre_gateway_config(backend, tmp_path,
                                                   aidre={"top_k_over_max": "reject"}))
     body = {"query": "account", "collection": "articles", "top_k": 51}
     assert assert_error(search(strict, body), 400, "invalid_request")["details"] == \
@@ -290,9 +291,9 @@ def test_cursors_cannot_be_forged_or_replayed_against_another_query(gateway: Gat
 
 
 def test_a_cursor_sealed_with_the_right_key_but_the_wrong_payload_is_refused_not_a_500(
-        backend: str, gateway_factory, tmp_path: Path):
+        backend: str, inprocess_factory, tmp_path: Path):
     secret = "a-secret-the-forger-knows"
-    keyed = gateway_factory(aidre_gateway_config(backend, tmp_path,
+    keyed = inprocess_factory(aidre_gateway_config(backend, tmp_path,
                                                  aidre={"cursor_secret": secret}))
     body = {"query": "refund", "collection": "articles", "top_k": 2}
     later = int(time.time()) + 600
@@ -386,11 +387,11 @@ def test_private_chunks_for_those_allowed(gateway: Gateway):
 # --------------------------------------------------------------------------- failures
 
 
-def test_auth_failures_and_rate_limits_in_the_aidre_dialect(backend, gateway_factory, tmp_path):
+def test_auth_failures_and_rate_limits_in_the_aidre_dialect(backend, inprocess_factory, tmp_path):
     config = aidre_gateway_config(backend, tmp_path)
     config["rate_limits"] = {"rules": [{"name": "search", "paths": ["/search"],
                                         "limit": "2/minute"}]}
-    limited = gateway_factory(config)
+    limited = inprocess_factory(config)
     error = assert_error(search(limited, {"query": "a", "collection": "articles"},
                                 key="wrong-key"), 401, "unauthorized")
     assert error["details"]["reason"] == "invalid_token"
@@ -402,21 +403,21 @@ def test_auth_failures_and_rate_limits_in_the_aidre_dialect(backend, gateway_fac
     assert refused.headers["retry-after"] and refused.headers["ratelimit-remaining"] == "0"
 
 
-def test_scope_failures_are_forbidden(backend, gateway_factory, tmp_path):
+def test_scope_failures_are_forbidden(backend, inprocess_factory, tmp_path):
     config = aidre_gateway_config(backend, tmp_path)
     config["auth"]["routes"] = [{"path": "/search", "scopes": ["search:run"]}]
-    scoped = gateway_factory(config)
+    scoped = inprocess_factory(config)
     assert_error(search(scoped, {"query": "a", "collection": "articles"}, key="reader-key"),
                  403, "forbidden")
 
 
 def test_upstream_failure_is_503_internal_error_without_upstream_detail(
-    backend, gateway_factory, tmp_path
+    backend, inprocess_factory, tmp_path
 ):
     config = aidre_gateway_config(backend, tmp_path)
     config["upstreams"]["gone"] = {"url": "http://127.0.0.1:9"}
     config["aidre"]["collections"]["broken"] = collection("gone", description="Down.")
-    broken = gateway_factory(config)
+    broken = inprocess_factory(config)
     error = assert_error(search(broken, {"query": "a", "collection": "broken"}), 503,
                          "internal_error")
     assert error["details"] == {"reason": "upstream_unavailable"}
@@ -424,7 +425,7 @@ def test_upstream_failure_is_503_internal_error_without_upstream_detail(
 
 
 def test_upstream_calls_carry_gateway_credentials_and_caller_identity(
-    echo, gateway_factory, tmp_path, backend
+    echo, inprocess_factory, tmp_path, backend
 ):
     config = aidre_gateway_config(backend, tmp_path)
     config["upstreams"]["echo"] = {"url": echo, "add_headers": {"X-Upstream-Key": "gw-secret"}}
@@ -432,7 +433,7 @@ def test_upstream_calls_carry_gateway_credentials_and_caller_identity(
     echoed = collection("echo", description="What the upstream received.")
     echoed["text_search"]["mapping"] = headers_as_hits
     config["aidre"]["collections"]["echoed"] = echoed
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     body = {"query": "x", "collection": "echoed", "top_k": 50}
     received = {r["id"].removeprefix("echoed:"): r["text"]
                 for r in search(gateway, body, key="reader-key").json()["results"]}
@@ -441,11 +442,11 @@ def test_upstream_calls_carry_gateway_credentials_and_caller_identity(
     assert "x-api-key" not in received and received["via"] == "1.1 aigw"
 
 
-def test_bad_vectors_never_reach_the_upstream(echo, gateway_factory, tmp_path, backend):
+def test_bad_vectors_never_reach_the_upstream(echo, inprocess_factory, tmp_path, backend):
     config = aidre_gateway_config(backend, tmp_path)
     config["upstreams"]["echo"] = {"url": echo}
     config["aidre"]["collections"]["echoed"] = collection("echo", description="Echo.")
-    guarded = gateway_factory(config)
+    guarded = inprocess_factory(config)
     before = httpx.get(echo + "/count").json()["requests"]
     for vector in ([0.1] * 3, [math.pi] * 255 + ["x"], [0.0] * 9000):
         body = {"query_vector": vector, "embedding_space": SPACE["id"], "collection": "echoed"}
@@ -485,7 +486,7 @@ def test_collection_config_errors_are_refused_at_load_naming_the_path(
     assert (issue.file, issue.path) == (str(file), path) and message in issue.message
 
 
-def test_the_ai_document_lists_the_aidre_capabilities(backend, gateway_factory, tmp_path):
+def test_the_ai_document_lists_the_aidre_capabilities(backend, inprocess_factory, tmp_path):
     import json
     from pathlib import Path
 
@@ -494,7 +495,7 @@ def test_the_ai_document_lists_the_aidre_capabilities(backend, gateway_factory, 
     config = aidre_gateway_config(
         backend, tmp_path, service={"name": "Acme", "description": "Acme help centre."},
         ai_endpoint={"capabilities": []})
-    described = gateway_factory(config)
+    described = inprocess_factory(config)
     document = httpx.get(described.url + "/.well-known/ai").json()
     schema_file = Path(__file__).parent.parent / "gateway" / "schemas" / "aiendpoint.schema.json"
     jsonschema.Draft202012Validator(json.loads(schema_file.read_text())).validate(document)
@@ -506,11 +507,11 @@ def test_the_ai_document_lists_the_aidre_capabilities(backend, gateway_factory, 
 
 
 def test_discovery_stays_public_when_everything_else_needs_a_token(
-    backend, gateway_factory, tmp_path
+    backend, inprocess_factory, tmp_path
 ):
     config = aidre_gateway_config(backend, tmp_path)
     config["auth"]["default_access"] = "authenticated"
-    closed = gateway_factory(config)
+    closed = inprocess_factory(config)
     assert httpx.get(closed.url + "/.well-known/ai-discovery").status_code == 200
     assert_error(httpx.get(closed.url + "/collections"), 401, "unauthorized")
 

@@ -18,8 +18,9 @@ import bpe_openai
 import httpx
 import pytest
 import yaml
+from inprocess import InProcessGateway
 from jsonschema import Draft202012Validator
-from processes import ROOT, Gateway, start_backend
+from processes import ROOT, Gateway, free_port
 
 from gateway.surfaces.aip.tokens import TokenCounter
 
@@ -98,7 +99,7 @@ def aip_config(backend: str, canned: str, workdir: Path, *, aip: dict | None = N
 def gateway(backend: str, canned: str,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("aip")
-    started = Gateway(aip_config(backend, canned, workdir), workdir)
+    started = InProcessGateway(aip_config(backend, canned, workdir), workdir)
     yield started
     started.stop()
 
@@ -311,19 +312,19 @@ def test_what_is_not_offered_is_unsupported(gateway, changes):
     {"compliance": {"revocable": True, "notice_required": True,
                     "sunset": (datetime.now(UTC).date() - timedelta(days=1)).isoformat()}},
 ])
-def test_access_disabled_when_paused_off_or_past_sunset(backend, canned, gateway_factory,
+def test_access_disabled_when_paused_off_or_past_sunset(backend, canned, inprocess_factory,
                                                        tmp_path, change):
-    closed = gateway_factory(aip_config(backend, canned, tmp_path, aip=change))
+    closed = inprocess_factory(aip_config(backend, canned, tmp_path, aip=change))
     denial(retrieve(closed, ask()), "access_disabled")
     document = httpx.get(closed.url + "/.well-known/aip.json").json()
     assert not [e.message for e in DECLARATION.iter_errors(document)]
 
 
 def test_an_anonymous_caller_is_limited_by_address_whatever_platform_it_declares(
-        backend, canned, gateway_factory, tmp_path):
+        backend, canned, inprocess_factory, tmp_path):
     limits = {"storage": "memory://", "rules": [
         {"name": "aip", "paths": ["/pag/retrieve"], "key": "platform", "limit": "2/minute"}]}
-    limited = gateway_factory(aip_config(backend, canned, tmp_path, rate_limits=limits))
+    limited = inprocess_factory(aip_config(backend, canned, tmp_path, rate_limits=limits))
     first = {"platform": {"id": "platform-a"}}
     for _ in range(2):
         answer(retrieve(limited, ask("canned", "sizes:5", **first)), 200, "ok")
@@ -385,11 +386,10 @@ def test_validate_warns_on_a_limit_keyed_only_on_a_declared_value(backend, canne
 # --------------------------------------------------------------------------- errors
 
 
-def test_upstream_down_is_an_error_that_leaks_nothing(canned, gateway_factory, tmp_path):
-    backend_process, backend = start_backend(tmp_path)
+def test_upstream_down_is_an_error_that_leaks_nothing(canned, inprocess_factory, tmp_path):
+    backend = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     config = aip_config(backend, canned, tmp_path)
-    backend_process.stop()
-    down = gateway_factory(config)
+    down = inprocess_factory(config)
     response = retrieve(down, ask())
     body = answer(response, 502, "error")
     assert body["error"]["code"] == "upstream_unavailable"
@@ -497,8 +497,8 @@ def test_a_105_kb_query_text_is_invalid_request_without_an_upstream_call(gateway
 
 
 def test_an_upstream_url_too_long_is_a_client_error_before_anything_is_sent(
-        backend, canned, gateway_factory, tmp_path):
-    roomy = gateway_factory(aip_config(backend, canned, tmp_path,
+        backend, canned, inprocess_factory, tmp_path):
+    roomy = inprocess_factory(aip_config(backend, canned, tmp_path,
                                        aip={"retrieval": {"max_query_chars": 100_000}}))
     before = upstream_requests(canned)
     response = retrieve(roomy, ask("canned", "ü" * 3000))  # 18 KB percent-encoded

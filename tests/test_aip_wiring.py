@@ -73,8 +73,8 @@ def stored(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def signing_gateway(gateway_factory, backend: str, canned: str, tmp_path: Path) -> Gateway:
-    return gateway_factory(config(backend, canned, tmp_path, signing=signing_section(tmp_path)))
+def signing_gateway(inprocess_factory, backend: str, canned: str, tmp_path: Path) -> Gateway:
+    return inprocess_factory(config(backend, canned, tmp_path, signing=signing_section(tmp_path)))
 
 
 # --------------------------------------------------------------------------- signing
@@ -149,12 +149,12 @@ def test_a_nonce_seen_before_a_reload_is_refused_after_it(signing_gateway: Gatew
 
 
 def test_optional_signing_lets_unsigned_calls_fall_back_to_the_auth_section(
-        gateway_factory, backend: str, canned: str, tmp_path: Path):
+        inprocess_factory, backend: str, canned: str, tmp_path: Path):
     auth = {"api_keys": {"header": "X-API-Key", "keys": [{
                 "sha256": hashlib.sha256(API_KEY.encode()).hexdigest(), "subject": "crm",
                 "client_id": "crm", "scopes": ["aip"]}]},
             "routes": [{"path": "/pag/retrieve", "scopes": ["aip"]}]}
-    gateway = gateway_factory(config(backend, canned, tmp_path, auth=auth,
+    gateway = inprocess_factory(config(backend, canned, tmp_path, auth=auth,
                                      signing=signing_section(tmp_path, required=False)))
     content = body_bytes()
     assert answer(post(gateway, content), 401, "error")["error"]["code"] == "auth_failed"
@@ -179,9 +179,9 @@ def citation(request_id: str = "req_92fA1", **changes: Any) -> dict[str, Any]:
     return {**event, **changes}
 
 
-def test_each_ok_retrieve_stores_a_valid_access_event(gateway_factory, backend: str,
+def test_each_ok_retrieve_stores_a_valid_access_event(inprocess_factory, backend: str,
                                                       canned: str, tmp_path: Path):
-    gateway = gateway_factory(config(backend, canned, tmp_path))
+    gateway = inprocess_factory(config(backend, canned, tmp_path))
     body = answer(post(gateway, body_bytes(request_id="req_ok")), 200, "ok")
     answer(post(gateway, body_bytes(domain="weather.today")), 403, "denied")
     events = stored(tmp_path / "events.jsonl")
@@ -240,9 +240,9 @@ def test_sigterm_right_after_ok_retrieves_loses_no_event(gateway_factory, backen
 
 
 def test_events_go_to_a_redis_stream_and_an_outage_withholds_the_content(
-        gateway_factory, backend: str, canned: str, tmp_path: Path):
+        inprocess_factory, backend: str, canned: str, tmp_path: Path):
     stream = f"test-aip-wiring-events-{secrets.token_hex(6)}"
-    gateway = gateway_factory(config(backend, canned, tmp_path,
+    gateway = inprocess_factory(config(backend, canned, tmp_path,
                                      events={"redis_url": REDIS_URL, "stream": stream}))
     client = redis.Redis.from_url(REDIS_URL)
     try:
@@ -254,7 +254,7 @@ def test_events_go_to_a_redis_stream_and_an_outage_withholds_the_content(
         client.close()
     down = {"redis_url": f"redis://127.0.0.1:{free_port()}/0", "store_timeout": 0.5}
     (tmp_path / "down").mkdir()
-    broken = gateway_factory(config(backend, canned, tmp_path / "down", events=down))
+    broken = inprocess_factory(config(backend, canned, tmp_path / "down", events=down))
     body = answer(post(broken, body_bytes()), 503, "error")
     assert body["error"] == {"code": "unavailable", "message": "Temporary failure; retry later."}
 
@@ -279,9 +279,9 @@ def citations(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def open_gateway(gateway_factory, backend: str, canned: str, tmp_path: Path) -> Gateway:
+def open_gateway(inprocess_factory, backend: str, canned: str, tmp_path: Path) -> Gateway:
     """Anonymous retrieves and events, as in the demo."""
-    return gateway_factory(config(backend, canned, tmp_path))
+    return inprocess_factory(config(backend, canned, tmp_path))
 
 
 def test_an_event_over_the_size_cap_is_refused_before_it_is_read(open_gateway: Gateway,

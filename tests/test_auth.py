@@ -23,6 +23,7 @@ from idp_helpers import (
     hs256_with_public_key,
     unsigned_token,
 )
+from inprocess import InProcessGateway
 from processes import ROOT, Gateway, Process, free_port, wait_for_http
 
 RESOURCE = "https://api.example.com"
@@ -70,7 +71,7 @@ def gateway(idp: FakeIdp, echo: str, tmp_path_factory) -> Iterator[Gateway]:
     idp.publish(K1)
     # Every bad-token case below comes from this one address; the limit has tests of its own.
     config = auth_config(idp, echo, failure_limit={"limit": "1000/minute"})
-    started = Gateway(config, tmp_path_factory.mktemp("auth"))
+    started = InProcessGateway(config, tmp_path_factory.mktemp("auth"))
     yield started
     started.stop()
 
@@ -147,8 +148,8 @@ def test_token_in_query_string_is_refused_by_default(get):
     assert_refused(response, 401, "invalid_request")
 
 
-def test_token_in_query_string_when_config_allows_it(idp, echo, gateway_factory):
-    allowing = gateway_factory(auth_config(idp, echo, allow_query_token=True))
+def test_token_in_query_string_when_config_allows_it(idp, echo, inprocess_factory):
+    allowing = inprocess_factory(auth_config(idp, echo, allow_query_token=True))
     token = K1.token()
     response = httpx.get(allowing.url + "/echo/articles",
                          params=[("page", "2"), ("access_token", token), ("q", "x")])
@@ -262,9 +263,9 @@ def limited_config(idp: FakeIdp, echo: str, limit: str, **proxy: object) -> dict
 
 
 def test_made_up_opaque_tokens_cost_one_introspection_each_and_are_remembered(
-    idp: FakeIdp, echo, gateway_factory
+    idp: FakeIdp, echo, inprocess_factory
 ):
-    unlimited = gateway_factory(auth_config(idp, echo))
+    unlimited = inprocess_factory(auth_config(idp, echo))
     tokens = made_up(15)  # and 15 repeats: within the default failure limit
     before = idp.stats()["introspections"]
     for token in tokens:
@@ -279,9 +280,9 @@ def test_made_up_opaque_tokens_cost_one_introspection_each_and_are_remembered(
 
 
 def test_the_reviews_sixty_made_up_tokens_cost_at_most_the_default_limit(
-    idp: FakeIdp, echo, gateway_factory
+    idp: FakeIdp, echo, inprocess_factory
 ):
-    fresh = gateway_factory(auth_config(idp, echo))
+    fresh = inprocess_factory(auth_config(idp, echo))
     before = idp.stats()["introspections"]
     with httpx.Client(base_url=fresh.url, timeout=10) as client:
         statuses = [client.get("/echo/articles", headers=bearer(token)).status_code
@@ -291,9 +292,9 @@ def test_the_reviews_sixty_made_up_tokens_cost_at_most_the_default_limit(
 
 
 async def test_concurrent_requests_with_one_new_token_share_one_introspection(
-    idp: FakeIdp, echo, gateway_factory
+    idp: FakeIdp, echo, inprocess_factory
 ):
-    sharing = gateway_factory(auth_config(idp, echo))
+    sharing = inprocess_factory(auth_config(idp, echo))
     token = secrets.token_urlsafe(24)
     idp.tokens({token: {"active": True, "sub": "bob", "scope": "articles:read"}})
     before = idp.stats()["introspections"]
@@ -336,9 +337,9 @@ def test_past_the_failure_limit_an_address_gets_429_without_reaching_the_idp(
 
 
 def test_the_failure_limit_counts_the_address_a_trusted_proxy_names(
-    idp: FakeIdp, echo, gateway_factory
+    idp: FakeIdp, echo, inprocess_factory
 ):
-    limited = gateway_factory(limited_config(idp, echo, "3/minute",
+    limited = inprocess_factory(limited_config(idp, echo, "3/minute",
                                              trusted_proxies=["127.0.0.1"]))
 
     def attempt(client_ip: str) -> int:
@@ -351,9 +352,9 @@ def test_the_failure_limit_counts_the_address_a_trusted_proxy_names(
 
 
 async def test_a_concurrent_burst_of_made_up_tokens_costs_at_most_the_limit(
-    idp: FakeIdp, echo, gateway_factory
+    idp: FakeIdp, echo, inprocess_factory
 ):
-    limited = gateway_factory(limited_config(idp, echo, "5/minute"))
+    limited = inprocess_factory(limited_config(idp, echo, "5/minute"))
     before = idp.stats()["introspections"]
     idp.delay(0.5)
     try:
@@ -368,21 +369,21 @@ async def test_a_concurrent_burst_of_made_up_tokens_costs_at_most_the_limit(
 
 
 def test_replicas_share_failure_counts_in_the_rate_limit_redis(idp: FakeIdp, echo,
-                                                               gateway_factory):
+                                                               inprocess_factory):
     config = limited_config(idp, echo, "3/minute")
     config["rate_limits"] = {"storage": "redis://127.0.0.1:6379",
                              "key_prefix": f"aigw-test-{secrets.token_hex(4)}"}
-    first, second = gateway_factory(config), gateway_factory(config)
+    first, second = inprocess_factory(config), inprocess_factory(config)
     for token in made_up(3):
         assert httpx.get(first.url + "/echo/articles", headers=bearer(token)).status_code == 401
     refused = httpx.get(second.url + "/echo/articles", headers=bearer(secrets.token_urlsafe(24)))
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
 
 
-def test_the_failure_limit_answers_in_the_surface_dialect(tmp_path: Path, gateway_factory):
+def test_the_failure_limit_answers_in_the_surface_dialect(tmp_path: Path, inprocess_factory):
     config = aidre_gateway_config("http://127.0.0.1:9", tmp_path)
     config["auth"]["failure_limit"] = {"limit": "2/minute"}
-    aidre = gateway_factory(config)
+    aidre = inprocess_factory(config)
     statuses = [httpx.get(aidre.url + "/collections", headers={"x-api-key": "wrong"})
                 for _ in range(3)]
     assert [response.status_code for response in statuses] == [401, 401, 429]
@@ -393,11 +394,11 @@ def test_the_failure_limit_answers_in_the_surface_dialect(tmp_path: Path, gatewa
 
 
 def test_a_flood_of_unknown_kids_refetches_the_jwks_at_most_once_per_cooldown(
-    idp: FakeIdp, echo, gateway_factory
+    idp: FakeIdp, echo, inprocess_factory
 ):
     config = auth_config(idp, echo)
     config["auth"]["issuers"][0]["jwks_cache"] = {"refresh_cooldown": 60}
-    fresh = gateway_factory(config)
+    fresh = inprocess_factory(config)
     before = idp.stats()["jwks_fetches"]
     for index in range(30):
         bogus = K1.token(kid=f"bogus-{index}")
@@ -424,8 +425,8 @@ def test_protected_resource_metadata_is_public_and_cacheable(get):
     assert again.status_code == 304
 
 
-def test_metadata_path_insertion_for_a_resource_with_a_path(idp, echo, gateway_factory):
-    mounted = gateway_factory(auth_config(idp, echo, resource="https://api.example.com/gw"))
+def test_metadata_path_insertion_for_a_resource_with_a_path(idp, echo, inprocess_factory):
+    mounted = inprocess_factory(auth_config(idp, echo, resource="https://api.example.com/gw"))
     response = httpx.get(mounted.url + "/.well-known/oauth-protected-resource/gw")
     assert response.status_code == 200 and response.json()["resource"] == \
         "https://api.example.com/gw"
@@ -434,9 +435,9 @@ def test_metadata_path_insertion_for_a_resource_with_a_path(idp, echo, gateway_f
     assert expected in refused.headers["www-authenticate"]
 
 
-def test_forward_token_and_upstream_credentials(idp, echo, gateway_factory):
+def test_forward_token_and_upstream_credentials(idp, echo, inprocess_factory):
     config = auth_config(idp, echo, forward_token=True)
-    forwarding = gateway_factory(config)
+    forwarding = inprocess_factory(config)
     token = K1.token()
     received = httpx.get(forwarding.url + "/echo/articles",
                          headers={"authorization": f"Bearer {token}"}).json()
@@ -444,7 +445,7 @@ def test_forward_token_and_upstream_credentials(idp, echo, gateway_factory):
 
     config = auth_config(idp, echo)
     config["upstreams"]["legacy"]["add_headers"] = {"Authorization": "Bearer upstream-secret"}
-    credentialed = gateway_factory(config)
+    credentialed = inprocess_factory(config)
     received = httpx.get(credentialed.url + "/echo/articles",
                          headers={"authorization": f"Bearer {token}"}).json()
     values = [v for k, v in received["headers"] if k == "authorization"]
@@ -467,9 +468,9 @@ class Caller(threading.Thread):
                 self.statuses.append(client.get(self.url, headers=headers).status_code)
 
 
-def test_jwks_rotation_without_a_failed_request(idp: FakeIdp, echo, gateway_factory):
+def test_jwks_rotation_without_a_failed_request(idp: FakeIdp, echo, inprocess_factory):
     idp.publish(K1)
-    rotating = gateway_factory(auth_config(idp, echo))
+    rotating = inprocess_factory(auth_config(idp, echo))
     caller = Caller(rotating.url + "/echo/articles", K1.token())
     caller.start()
     try:

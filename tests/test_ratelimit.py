@@ -57,8 +57,8 @@ def test_headers_count_down_then_429_with_retry_after(echo, gateway_factory):
     assert gateway.metric("aigw_ratelimit_decisions_total", rule="api", result="limited") == 1
 
 
-def test_clients_are_counted_apart_and_tiers_pick_their_limit(echo, gateway_factory):
-    gateway = gateway_factory(config(echo, {}))
+def test_clients_are_counted_apart_and_tiers_pick_their_limit(echo, inprocess_factory):
+    gateway = inprocess_factory(config(echo, {}))
     basic = [call(gateway, "basic-key").status_code for _ in range(6)]
     premium = [call(gateway, "premium-key").status_code for _ in range(9)]
     anonymous = [call(gateway).status_code for _ in range(6)]  # counted by address
@@ -68,21 +68,21 @@ def test_clients_are_counted_apart_and_tiers_pick_their_limit(echo, gateway_fact
     assert call(gateway, "premium-key").headers["ratelimit-limit"] == "8"
 
 
-def test_unmatched_paths_are_not_limited_and_carry_no_fields(echo, gateway_factory):
-    gateway = gateway_factory(config(echo, {}))
+def test_unmatched_paths_are_not_limited_and_carry_no_fields(echo, inprocess_factory):
+    gateway = inprocess_factory(config(echo, {}))
     response = call(gateway, "basic-key", "/status/200")
     assert response.status_code == 200 and "ratelimit-limit" not in response.headers
 
 
-def test_the_window_resets(echo, gateway_factory):
-    gateway = gateway_factory(config(echo, {}, limit="2/second", tiers=[]))
+def test_the_window_resets(echo, inprocess_factory):
+    gateway = inprocess_factory(config(echo, {}, limit="2/second", tiers=[]))
     assert [call(gateway, "basic-key").status_code for _ in range(3)] == [200, 200, 429]
     time.sleep(1.1)
     assert call(gateway, "basic-key").status_code == 200
 
 
-def test_burst_is_a_second_limit_and_the_closest_one_is_reported(echo, gateway_factory):
-    gateway = gateway_factory(config(echo, {}, limit="100/minute", burst="3/second", tiers=[]))
+def test_burst_is_a_second_limit_and_the_closest_one_is_reported(echo, inprocess_factory):
+    gateway = inprocess_factory(config(echo, {}, limit="100/minute", burst="3/second", tiers=[]))
     responses = [call(gateway, "basic-key") for _ in range(4)]
     assert [r.status_code for r in responses] == [200, 200, 200, 429]
     first = responses[0]
@@ -91,8 +91,8 @@ def test_burst_is_a_second_limit_and_the_closest_one_is_reported(echo, gateway_f
     assert first.headers["ratelimit"].startswith('"api-burst";r=2;')
 
 
-def test_requests_refused_by_the_burst_do_not_use_up_the_main_limit(echo, gateway_factory):
-    gateway = gateway_factory(config(echo, {}, limit="5/minute", burst="2/second", tiers=[]))
+def test_requests_refused_by_the_burst_do_not_use_up_the_main_limit(echo, inprocess_factory):
+    gateway = inprocess_factory(config(echo, {}, limit="5/minute", burst="2/second", tiers=[]))
     assert [call(gateway, "basic-key").status_code for _ in range(5)] == [200, 200] + [429] * 3
     time.sleep(1.1)  # a fresh burst window; the minute has only counted the 2 served requests
     assert [call(gateway, "basic-key").status_code for _ in range(2)] == [200, 200]
@@ -100,14 +100,14 @@ def test_requests_refused_by_the_burst_do_not_use_up_the_main_limit(echo, gatewa
     assert [call(gateway, "basic-key").status_code for _ in range(2)] == [200, 429]
 
 
-def test_header_styles_can_be_switched_off(echo, gateway_factory):
-    gateway = gateway_factory(config(echo, {"headers": {"legacy": False, "ietf": True}}))
+def test_header_styles_can_be_switched_off(echo, inprocess_factory):
+    gateway = inprocess_factory(config(echo, {"headers": {"legacy": False, "ietf": True}}))
     response = call(gateway, "basic-key")
     assert "ratelimit-limit" not in response.headers and "ratelimit" in response.headers
 
 
-def test_upstream_limits_are_never_made_to_look_more_permissive(echo, gateway_factory):
-    gateway = gateway_factory(config(echo, {}, paths=["/own-limits"]))
+def test_upstream_limits_are_never_made_to_look_more_permissive(echo, inprocess_factory):
+    gateway = inprocess_factory(config(echo, {}, paths=["/own-limits"]))
     response = call(gateway, "basic-key", "/own-limits")
     assert response.headers["ratelimit-remaining"] == "1"  # the upstream's, stricter than 4
     assert response.headers["ratelimit-limit"] == "10"
@@ -128,10 +128,10 @@ def redis_config(echo: str, url: str, strategy: str, **rule: object) -> dict:
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_two_gateways_sharing_redis_enforce_one_combined_limit(echo, gateway_factory, strategy):
+def test_two_gateways_sharing_redis_enforce_one_combined_limit(echo, inprocess_factory, strategy):
     shared = redis_config(echo, "redis://127.0.0.1:6379/15", strategy, limit="6/minute",
                           tiers=[])
-    first, second = gateway_factory(shared), gateway_factory(shared)
+    first, second = inprocess_factory(shared), inprocess_factory(shared)
     statuses = [call(gateway, "basic-key").status_code
                 for gateway in [first, second] * 3 + [first, second]]
     assert statuses == [200] * 6 + [429, 429]

@@ -1,11 +1,17 @@
 """Pooled upstream clients behind one small seam (`Transport`)."""
 
+from collections.abc import Callable
+
 from gateway.settings import Upstream
 from gateway.upstream.base import Body, Transport, UpstreamError, UpstreamResponse
 
 __all__ = [
-    "Body", "Transport", "UpstreamError", "UpstreamResponse", "create_transport",
+    "Body", "Transport", "TransportFactory", "UpstreamError", "UpstreamResponse",
+    "create_transport",
 ]
+
+# Builds the client of one upstream from its name and settings (see `Runtime`).
+TransportFactory = Callable[[str, Upstream], Transport]
 
 
 def create_transport(upstream: Upstream) -> Transport:
