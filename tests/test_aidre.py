@@ -542,9 +542,19 @@ def _logged(gateway: Gateway, request_id: str) -> dict:
         time.sleep(0.05)
 
 
-def test_every_refusal_is_logged_with_its_error_code_whichever_route_refused(gateway: Gateway):
+def test_every_refusal_is_logged_with_its_error_code_whichever_route_refused(
+        backend: str, tmp_path: Path):
     """The app records the code of every error it answers, whether the pipeline refused the
-    caller before the endpoint ran or the endpoint raised (one place, not one per surface)."""
+    caller before the endpoint ran or the endpoint raised (one place, not one per surface).
+    A gateway process of its own: the access log is its standard output."""
+    gateway = Gateway(aidre_gateway_config(backend, tmp_path), tmp_path)
+    try:
+        _refusals_are_logged(gateway)
+    finally:
+        gateway.stop()
+
+
+def _refusals_are_logged(gateway: Gateway) -> None:
     wrong_key = {"x-api-key": "not-a-key", "content-type": AIDRE_JSON}
     for method, path in (("GET", "/collections"), ("POST", "/search"),
                          ("GET", "/chunks/articles:art-0001")):
