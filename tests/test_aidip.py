@@ -665,7 +665,8 @@ def counting_server() -> Iterator[tuple[str, list[str]]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # polled every 50 ms (not 0.5 s), so shutdown() is quick
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}", hits
     server.shutdown()
     server.server_close()

@@ -13,6 +13,7 @@ import httpx
 import pytest
 import yaml
 from aidre_config import SPACE, aidre_gateway_config, collection
+from inprocess import InProcessGateway
 from processes import ROOT, Gateway
 from test_aidre import assert_error, search
 
@@ -43,7 +44,7 @@ def demo_aidre_config(backend: str, workdir: Path) -> dict:
 @pytest.fixture(scope="module")
 def demo(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("aidre-demo")
-    started = Gateway(demo_aidre_config(backend, workdir), workdir)
+    started = InProcessGateway(demo_aidre_config(backend, workdir), workdir)
     yield started
     started.stop()
 
@@ -115,10 +116,10 @@ def test_hidden_records_neither_shorten_a_page_nor_show_where_they_rank(demo: Ga
 
 
 def test_the_call_budget_ends_a_page_early_and_its_cursor_continues(demo, backend,
-                                                                   gateway_factory, tmp_path):
+                                                                   inprocess_factory, tmp_path):
     config = demo_aidre_config(backend, tmp_path)
     config["aidre"]["max_upstream_calls"] = 4  # one search page and three visibility lookups
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     body = {"query": "The mobile app keeps crashing", "collection": "articles", "top_k": 10}
     first = search(gateway, body).json()
     assert first["meta"]["truncated"] is True and first["meta"]["returned"] <= 3
@@ -160,7 +161,7 @@ def test_unknown_or_missing_visibility_is_seen_by_nobody(scopes, seen):
 
 
 def test_the_visibilities_a_caller_may_see_are_offered_to_the_upstream(
-    echo, backend, gateway_factory, tmp_path
+    echo, backend, inprocess_factory, tmp_path
 ):
     config = demo_aidre_config(backend, tmp_path)
     config["upstreams"]["echo"] = {"url": echo}
@@ -170,7 +171,7 @@ def test_the_visibilities_a_caller_may_see_are_offered_to_the_upstream(
     echoed["text_search"]["mapping"] = {"items": "[query]", "id": "@",
                                         "metadata": {"visibility": "'public'"}}
     config["aidre"]["collections"]["echoed"] = echoed
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
 
     def asked(key: str | None) -> str:
         [result] = search(gateway, {"query": "x", "collection": "echoed"}, key=key).json()[
@@ -198,10 +199,10 @@ def test_vectors_that_cannot_be_searched_are_422_invalid_vector(demo, vector, de
 # --------------------------------------------------------------------------- the page cap
 
 
-def test_text_search_pages_the_upstream_past_its_cap(backend, gateway_factory, tmp_path):
+def test_text_search_pages_the_upstream_past_its_cap(backend, inprocess_factory, tmp_path):
     config = aidre_gateway_config(backend, tmp_path, aidre={"max_top_k": 150})
     config["aidre"]["collections"]["articles"]["text_search"]["max_items"] = 100
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     body = {"query": "account", "collection": "articles", "top_k": 120}
     first = search(gateway, body).json()
     expected = [item["id"] for offset in (0, 100) for item in httpx.get(

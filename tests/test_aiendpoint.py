@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from inprocess import InProcessGateway
 from jsonschema import Draft202012Validator
 from processes import ROOT, Gateway
 
@@ -348,8 +349,9 @@ def gateway(echo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gat
             "routes": [{"path": "/.well-known", "scopes": ["admin"]},
                        {"path": "/ai", "scopes": ["admin"]}]}
     limits = {"rules": [rule("api", "120/minute", ["/api"])]}
-    started = Gateway({**config(echo, auth=auth, rate_limits=limits), "default_upstream": "legacy"},
-                      tmp_path_factory.mktemp("aiendpoint"))
+    started = InProcessGateway({**config(echo, auth=auth, rate_limits=limits),
+                                "default_upstream": "legacy"},
+                               tmp_path_factory.mktemp("aiendpoint"))
     yield started
     started.stop()
 
@@ -392,13 +394,13 @@ def test_the_alias_serves_identical_bytes(gateway: Gateway):
 
 
 @pytest.mark.parametrize("default_upstream", [True, False], ids=["proxied", "not found"])
-def test_without_the_alias_ai_is_an_ordinary_path(echo: str, gateway_factory,
+def test_without_the_alias_ai_is_an_ordinary_path(echo: str, inprocess_factory,
                                                   default_upstream: bool):
     settings = config(echo, ai_endpoint={"capabilities": CAPABILITIES, "alias": False,
                                          "max_age": 60})
     if default_upstream:
         settings["default_upstream"] = "legacy"
-    started = gateway_factory(settings)
+    started = inprocess_factory(settings)
     well_known = httpx.get(started.url + "/.well-known/ai")
     assert well_known.headers["cache-control"] == "public, max-age=60"
     assert well_known.json()["auth"] == {"type": "none", "docs": SERVICE["docs"]}

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from inprocess import InProcessGateway
 from processes import ROOT, Gateway
 from test_aip import RESPONSE, ask
 
@@ -44,7 +45,7 @@ def demo_aip_config(backend: str, workdir: Path, **source: Any) -> dict[str, Any
 @pytest.fixture(scope="module")
 def demo(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("aip-visibility")
-    started = Gateway(demo_aip_config(backend, workdir), workdir)
+    started = InProcessGateway(demo_aip_config(backend, workdir), workdir)
     yield started
     started.stop()
 
@@ -84,22 +85,22 @@ def test_internal_articles_reach_only_callers_with_articles_read(demo: Gateway):
     assert len(staff & {a["id"] for a in INTERNAL}) >= 4
 
 
-def test_a_hit_without_a_visibility_is_left_out(backend: str, gateway_factory, tmp_path):
+def test_a_hit_without_a_visibility_is_left_out(backend: str, inprocess_factory, tmp_path):
     """A source whose rules ask for a visibility its mapping never gives shows nothing."""
     config = demo_aip_config(backend, tmp_path)
     article = config["aip"]["sources"]["articles"]["article"]
     article["mapping"] = {**article["mapping"], "metadata": {}}
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     for key in (None, STAFF_KEY):
         document = retrieve(gateway, "How to reset your password", key=key)
         assert "content" not in document and document["status"] == "ok"
 
 
-def test_without_rules_only_public_hits_are_served(backend: str, gateway_factory, tmp_path):
+def test_without_rules_only_public_hits_are_served(backend: str, inprocess_factory, tmp_path):
     """A source that maps a visibility but declares no rules: other values are hidden."""
     config = demo_aip_config(backend, tmp_path)
     config["aip"]["sources"]["articles"].pop("record_visibility")
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     for key in (None, STAFF_KEY):
         document = retrieve(gateway, "The mobile app keeps crashing", key=key)
         assert sources(document) and not leaked(document)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from aidre_config import aidre_gateway_config
+from inprocess import InProcessGateway
 from processes import Gateway
 
 SERVICE = {"name": "Acme", "description": "Acme help centre.",
@@ -23,8 +24,8 @@ PREFLIGHT = {"origin": "https://agent.example", "access-control-request-method":
 @pytest.fixture(scope="module")
 def gateway(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("discovery")
-    started = Gateway(aidre_gateway_config(backend, workdir, service=SERVICE,
-                                           ai_endpoint={"capabilities": []}), workdir)
+    started = InProcessGateway(aidre_gateway_config(backend, workdir, service=SERVICE,
+                                                    ai_endpoint={"capabilities": []}), workdir)
     yield started
     started.stop()
 
@@ -108,11 +109,11 @@ def test_preflight_on_discovery_documents_is_204(gateway: Gateway, path: str):
     assert plain.headers["x-request-id"] in plain.text
 
 
-def test_a_list_of_origins_echoes_the_matching_one(backend, gateway_factory, tmp_path):
+def test_a_list_of_origins_echoes_the_matching_one(backend, inprocess_factory, tmp_path):
     config = aidre_gateway_config(backend, tmp_path, service=SERVICE,
                                   ai_endpoint={"capabilities": []},
                                   discovery={"cors_origins": ["https://agent.example"]})
-    listed = gateway_factory(config)
+    listed = inprocess_factory(config)
     for path in ("/.well-known/ai", "/.well-known/ai-discovery"):
         allowed = httpx.get(listed.url + path, headers={"origin": "https://agent.example"})
         assert allowed.headers["access-control-allow-origin"] == "https://agent.example"
@@ -130,12 +131,12 @@ def test_a_list_of_origins_echoes_the_matching_one(backend, gateway_factory, tmp
 # --------------------------------------------------------------------------- HTTPS awareness
 
 
-def test_without_public_base_url_urls_follow_a_trusted_proxy(backend, gateway_factory,
+def test_without_public_base_url_urls_follow_a_trusted_proxy(backend, inprocess_factory,
                                                              tmp_path):
     config = aidre_gateway_config(backend, tmp_path, proxy={"trusted_proxies": ["127.0.0.1"]})
     del config["public_base_url"]
     config["auth"]["resource"] = "https://ai.example.com"
-    behind = gateway_factory(config)
+    behind = inprocess_factory(config)
     forwarded = {"x-forwarded-proto": "https", "x-forwarded-host": "ai.example.org"}
     document = httpx.get(behind.url + "/.well-known/ai-discovery", headers=forwarded).json()
     assert document["endpoints"]["search"] == "https://ai.example.org/search"
@@ -145,11 +146,11 @@ def test_without_public_base_url_urls_follow_a_trusted_proxy(backend, gateway_fa
 
 
 def test_the_nearest_trusted_hops_forwarded_values_win_and_caches_key_on_them(
-        backend, gateway_factory, tmp_path):
+        backend, inprocess_factory, tmp_path):
     config = aidre_gateway_config(backend, tmp_path, proxy={"trusted_proxies": ["127.0.0.1"]})
     del config["public_base_url"]
     config["auth"]["resource"] = "https://ai.example.com"
-    behind = gateway_factory(config)
+    behind = inprocess_factory(config)
     # A CDN that appends passes the client's own (spoofed) values on in front of its own.
     for forwarded in ([("x-forwarded-host", "evil.example, ai.example.org"),
                        ("x-forwarded-proto", "http, https")],
@@ -161,12 +162,12 @@ def test_the_nearest_trusted_hops_forwarded_values_win_and_caches_key_on_them(
         assert {"host", "x-forwarded-host", "x-forwarded-proto", "authorization"} <= varied
 
 
-def test_forwarded_fields_from_an_untrusted_peer_are_ignored(backend, gateway_factory,
+def test_forwarded_fields_from_an_untrusted_peer_are_ignored(backend, inprocess_factory,
                                                              tmp_path):
     config = aidre_gateway_config(backend, tmp_path)
     del config["public_base_url"]
     config["auth"]["resource"] = "https://ai.example.com"
-    direct = gateway_factory(config)
+    direct = inprocess_factory(config)
     forged = {"x-forwarded-proto": "https", "x-forwarded-host": "evil.example",
               "host": "bad host/x"}
     document = httpx.get(direct.url + "/.well-known/ai-discovery", headers=forged).json()

@@ -11,6 +11,7 @@ import schemathesis
 from aidip_config import aidip_gateway_config
 from aidre_config import aidre_gateway_config, collection
 from hypothesis import HealthCheck, given, settings
+from inprocess import InProcessGateway
 from openapi_spec_validator import validate
 from processes import Gateway
 from schemathesis.checks import not_a_server_error
@@ -38,7 +39,7 @@ def full_config(backend: str, workdir, **aidre) -> dict:
 @pytest.fixture(scope="module")
 def gateway(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("openapi")
-    started = Gateway(full_config(backend, workdir), workdir)
+    started = InProcessGateway(full_config(backend, workdir), workdir)
     yield started
     started.stop()
 
@@ -57,10 +58,10 @@ def test_the_served_document_is_valid_openapi_3_1(gateway: Gateway):
     assert document["info"]["title"] == "Acme Help Centre (aigw)"
 
 
-def test_it_is_public_cacheable_and_refuses_other_methods(backend, gateway_factory, tmp_path):
+def test_it_is_public_cacheable_and_refuses_other_methods(backend, inprocess_factory, tmp_path):
     config = full_config(backend, tmp_path)
     config["auth"]["default_access"] = "authenticated"
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     first = httpx.get(gateway.url + OPENAPI)
     assert first.status_code == 200 and first.headers["etag"]
     again = httpx.get(gateway.url + OPENAPI, headers={"if-none-match": first.headers["etag"]})
@@ -117,11 +118,11 @@ def test_security_schemes_follow_the_auth_config(gateway: Gateway):
     assert "sha256" not in str(document)
 
 
-def test_scoped_routes_require_their_scopes(backend, gateway_factory, tmp_path):
+def test_scoped_routes_require_their_scopes(backend, inprocess_factory, tmp_path):
     config = full_config(backend, tmp_path)
     config["auth"]["routes"] = [{"path": "/chunks", "scopes": ["chunks:read"]}]
     config["auth"]["default_access"] = "authenticated"
-    document = served(gateway_factory(config))
+    document = served(inprocess_factory(config))
     assert document["paths"]["/chunks/{id}"]["get"]["security"] == [{"apiKey": ["chunks:read"]}]
     assert document["paths"]["/collections"]["get"]["security"] == [{"apiKey": []}]
     discovery = document["paths"]["/.well-known/ai-discovery"]["get"]["security"]
@@ -166,10 +167,10 @@ def aip_section(workdir) -> dict:
                         "keys": {"plat_1": {"secret_file": str(workdir / "aip.secret")}}}}
 
 
-def test_aip_answers_match_the_declared_schemas(backend, gateway_factory, tmp_path):
+def test_aip_answers_match_the_declared_schemas(backend, inprocess_factory, tmp_path):
     config = full_config(backend, tmp_path)
     config["aip"] = aip_section(tmp_path)
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     document = served(gateway)
     validate(document)
     assert {"/.well-known/aip.json", "/.well-known/aip/capabilities", "/pag/retrieve",
@@ -207,7 +208,7 @@ def aidip_pdpp_config(backend: str, echo: str) -> dict:
 def aidip_pdpp(backend: str, echo: str,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("openapi-aidip-pdpp")
-    started = Gateway(aidip_pdpp_config(backend, echo), workdir)
+    started = InProcessGateway(aidip_pdpp_config(backend, echo), workdir)
     yield started
     started.stop()
 

@@ -189,8 +189,8 @@ def test_forwarded_fields_from_an_untrusted_client_are_replaced(client: httpx.Cl
     assert header_values(echo, "forwarded") == []
 
 
-def test_forwarded_fields_from_a_trusted_proxy_are_extended(echo: str, gateway_factory):
-    trusting = gateway_factory({
+def test_forwarded_fields_from_a_trusted_proxy_are_extended(echo: str, inprocess_factory):
+    trusting = inprocess_factory({
         "upstreams": {"legacy": {"url": echo}}, "default_upstream": "legacy",
         "proxy": {"trusted_proxies": ["127.0.0.0/8"]},
     })
@@ -278,8 +278,8 @@ def test_unreachable_upstream_is_a_502(gateway_factory):
     assert ready.status_code == 503 and ready.json()["upstreams"] == {"gone": "down"}
 
 
-def test_without_a_default_upstream_unknown_paths_are_404(echo: str, gateway_factory):
-    closed = gateway_factory({"upstreams": {"legacy": {"url": echo}}})
+def test_without_a_default_upstream_unknown_paths_are_404(echo: str, inprocess_factory):
+    closed = inprocess_factory({"upstreams": {"legacy": {"url": echo}}})
     assert_gateway_error(httpx.get(closed.url + "/echo"), 404, "not_found")
 
 

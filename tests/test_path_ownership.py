@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from aidre_config import aidre_gateway_config
+from inprocess import InProcessGateway
 from processes import Gateway, start_echo
 
 SURFACE_PREFIXES = ["/chunks", "/search", "/collections", "/.well-known/ai-discovery"]
@@ -44,9 +45,9 @@ def gateway(backend: str, recorder: str,
                                 for prefix in ["/chunks", "/search", "/collections"]]
     config["service"] = {"name": "Ownership test", "description": "Paths and owners."}
     config["ai_endpoint"] = {}
-    process = Gateway(config, workdir)
-    yield process
-    process.stop()
+    started = InProcessGateway(config, workdir)
+    yield started
+    started.stop()
 
 
 def _recorded(recorder: str) -> int:

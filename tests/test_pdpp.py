@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from inprocess import InProcessGateway
 from pdpp_config import (
     CLIENT_KEY,
     OWNER_KEY,
@@ -21,7 +22,7 @@ from processes import Gateway
 
 @pytest.fixture(scope="module")
 def gateway(backend: str, tmp_path_factory) -> Iterator[Gateway]:
-    started = Gateway(config(backend), tmp_path_factory.mktemp("pdpp"))
+    started = InProcessGateway(config(backend), tmp_path_factory.mktemp("pdpp"))
     yield started
     started.stop()
 
@@ -65,11 +66,11 @@ def test_metadata_advertises_pdpp_members_publicly(get):
     assert "lexical_fields" not in str(document)  # per-stream declarations stay per stream
 
 
-def test_no_search_advertised_when_no_stream_declares_fields(backend, gateway_factory):
+def test_no_search_advertised_when_no_stream_declares_fields(backend, inprocess_factory):
     pdpp = demo_pdpp()
     for stream in pdpp["streams"].values():
         stream["search"] = {"lexical_fields": ["labels"]}  # an array: never searchable
-    started = gateway_factory(config(backend, pdpp))
+    started = inprocess_factory(config(backend, pdpp))
     document = httpx.get(started.url + "/.well-known/oauth-protected-resource").json()
     assert "capabilities" not in document
     response = httpx.get(started.url + "/v1/search?q=card", headers={"X-API-Key": OWNER_KEY})
@@ -173,7 +174,7 @@ def test_fields_narrowing_and_refused_field(get):
     error(get("/v1/streams/messages/records?fields=nope"), 400, "unknown_field", "fields")
 
 
-def test_client_sees_only_granted_fields_and_streams(get, backend, gateway_factory):
+def test_client_sees_only_granted_fields_and_streams(get, backend, inprocess_factory):
     page = get("/v1/streams/messages/records?limit=5", key=CLIENT_KEY).json()
     check(page, "record_list")
     assert page["data"] and all(set(r["data"]) <= {"id", "subject", "sent_at"}

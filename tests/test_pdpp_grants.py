@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from idp_helpers import AUDIENCE, ISSUER, FakeIdp, SigningKey
+from inprocess import InProcessGateway
 from pdpp_config import OWNER_KEY, check, config
 from processes import ROOT, Gateway, Process, free_port, wait_for_http
 
@@ -36,7 +37,7 @@ def gateway(backend: str, tmp_path_factory) -> Iterator[Gateway]:
     cfg = config(backend)
     cfg["auth"]["issuers"] = [{"issuer": ISSUER, "jwks_uri": idp.url + "/jwks",
                                "audiences": [AUDIENCE]}]
-    started = Gateway(cfg, tmp_path_factory.mktemp("pdpp-grants"))
+    started = InProcessGateway(cfg, tmp_path_factory.mktemp("pdpp-grants"))
     yield started
     started.stop()
     idp_process.stop()

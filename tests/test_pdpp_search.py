@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from inprocess import InProcessGateway
 from pdpp_config import CLIENT_KEY, OWNER_KEY, SUBJECT_ONLY_KEY, check, config, demo_pdpp
 from processes import Gateway
 
@@ -15,7 +16,7 @@ SEARCHES = [("/v1/search", "lexical_search"), ("/v1/search/semantic", "semantic_
 
 @pytest.fixture(scope="module")
 def gateway(backend: str, tmp_path_factory) -> Iterator[Gateway]:
-    started = Gateway(config(backend), tmp_path_factory.mktemp("pdpp-search"))
+    started = InProcessGateway(config(backend), tmp_path_factory.mktemp("pdpp-search"))
     yield started
     started.stop()
 
@@ -177,14 +178,14 @@ def test_search_limit_above_max_is_clamped_with_a_warning(get):
     assert [w["code"] for w in page["meta"]["warnings"]] == ["limit_clamped"]
 
 
-def test_ungranted_field_is_never_sent_to_the_upstream_search(backend, echo, gateway_factory):
+def test_ungranted_field_is_never_sent_to_the_upstream_search(backend, echo, inprocess_factory):
     pdpp = demo_pdpp()
     messages = pdpp["streams"]["messages"]
     messages["search"]["lexical"] = {"operation": {
         "upstream": "recorder", "path": "/rec/search",
         "query": {"q": "{query}", "fields": "{fields}", "only": "{fields_csv}"},
         "mapping": {"items": "items", "id": "id"}}}
-    started = gateway_factory(config(backend, pdpp, recorder=echo))
+    started = inprocess_factory(config(backend, pdpp, recorder=echo))
     before = len(httpx.get(echo + "/recorded").json())
     for key in (SUBJECT_ONLY_KEY, OWNER_KEY):
         response = httpx.get(started.url + "/v1/search?q=refund&streams[]=messages",
@@ -200,12 +201,12 @@ def test_ungranted_field_is_never_sent_to_the_upstream_search(backend, echo, gat
     assert no_match.status_code == 200
 
 
-def test_stream_with_no_matchable_field_is_not_asked(backend, echo, gateway_factory):
+def test_stream_with_no_matchable_field_is_not_asked(backend, echo, inprocess_factory):
     pdpp = demo_pdpp()
     pdpp["streams"]["messages"]["search"] = {"lexical_fields": ["body"], "lexical": {
         "operation": {"upstream": "recorder", "path": "/rec/empty", "query": {"q": "{query}"},
                       "mapping": {"items": "items", "id": "id"}}}}
-    started = gateway_factory(config(backend, pdpp, recorder=echo))
+    started = inprocess_factory(config(backend, pdpp, recorder=echo))
     before = len(httpx.get(echo + "/recorded").json())
     response = httpx.get(started.url + "/v1/search?q=refund&streams[]=messages",
                          headers={"X-API-Key": SUBJECT_ONLY_KEY}, timeout=30)

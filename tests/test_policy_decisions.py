@@ -44,9 +44,9 @@ def config_logging_to(backend: str, workdir: Path, log: Path, **extra: object) -
             "decision_log": {"sink": "file", "path": str(log)}, **extra}
 
 
-def test_the_decision_id_header_names_the_logged_decision(backend, gateway_factory, tmp_path):
+def test_the_decision_id_header_names_the_logged_decision(backend, inprocess_factory, tmp_path):
     log = tmp_path / "decisions.jsonl"
-    gateway = gateway_factory(config_logging_to(backend, tmp_path, log))
+    gateway = inprocess_factory(config_logging_to(backend, tmp_path, log))
     response = search(gateway, VECTORS, key="reader-key")  # no vectors:read: vectors removed
     assert response.status_code == 200
     assert all("vector" not in r for r in response.json()["results"])
@@ -64,18 +64,18 @@ def test_the_decision_id_header_names_the_logged_decision(backend, gateway_facto
     assert gateway.metric("aigw_policy_bundle_info", revision=revision) == 1.0
 
 
-def test_a_request_no_rule_governs_carries_no_decision_id(backend, gateway_factory, tmp_path):
-    gateway = gateway_factory(aidre_gateway_config(backend, tmp_path))
+def test_a_request_no_rule_governs_carries_no_decision_id(backend, inprocess_factory, tmp_path):
+    gateway = inprocess_factory(aidre_gateway_config(backend, tmp_path))
     import httpx
 
     response = httpx.get(gateway.url + "/.well-known/ai-discovery")
     assert response.status_code == 200 and "x-aigw-decision-id" not in response.headers
 
 
-def test_a_shadow_rule_counts_and_logs_but_changes_no_response(backend, gateway_factory,
+def test_a_shadow_rule_counts_and_logs_but_changes_no_response(backend, inprocess_factory,
                                                                  tmp_path):
     log = tmp_path / "decisions.jsonl"
-    gateway = gateway_factory(config_logging_to(backend, tmp_path, log))
+    gateway = inprocess_factory(config_logging_to(backend, tmp_path, log))
     before = search(gateway, VECTORS, key="vector-key")
     assert before.status_code == 200 and before.json()["results"][0].get("vector")
     (tmp_path / "policies" / "shadow.yaml").write_text(yaml.safe_dump({"rules": [{
@@ -99,9 +99,9 @@ def test_a_shadow_rule_counts_and_logs_but_changes_no_response(backend, gateway_
 
 
 def test_enforcing_a_shadow_rule_is_a_one_line_change_applied_on_reload(
-    backend, gateway_factory, tmp_path
+    backend, inprocess_factory, tmp_path
 ):
-    gateway = gateway_factory(aidre_gateway_config(backend, tmp_path))
+    gateway = inprocess_factory(aidre_gateway_config(backend, tmp_path))
     rule = {"id": "no-vectors", "kind": "vector_return", "collection": "articles",
             "effect": "deny", "mode": "shadow", "description": "Stop returning vectors."}
     policy = tmp_path / "policies" / "stop.yaml"

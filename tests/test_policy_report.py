@@ -52,10 +52,10 @@ def test_the_html_report_is_written_to_a_file(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def admin(backend: str, tmp_path_factory: pytest.TempPathFactory):
-    from processes import Gateway
+    from inprocess import InProcessGateway
 
     workdir = tmp_path_factory.mktemp("report")
-    gateway = Gateway(aidre_gateway_config(backend, workdir), workdir)
+    gateway = InProcessGateway(aidre_gateway_config(backend, workdir), workdir)
     yield gateway
     gateway.stop()
 

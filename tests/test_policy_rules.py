@@ -71,14 +71,14 @@ def test_the_most_specific_route_decides_and_shadow_rules_change_nothing():
 
 
 def test_a_collection_read_deny_in_a_policy_file_hides_the_collection(
-    backend, gateway_factory, tmp_path: Path
+    backend, inprocess_factory, tmp_path: Path
 ):
     config = aidre_gateway_config(backend, tmp_path)
     (tmp_path / "policies" / "freeze.yaml").write_text(yaml.safe_dump({"rules": [{
         "id": "no-articles-for-reader", "kind": "collection_read", "collection": "articles",
         "effect": "deny", "when": {"clients": ["reader"]},
         "description": "The reader client is suspended."}]}))
-    gateway = gateway_factory(config)
+    gateway = inprocess_factory(config)
     body = {"query": "refund", "collection": "articles"}
     refused = search(gateway, body, key="reader-key")
     assert refused.status_code == 404 and refused.json()["error"] == "not_found"
@@ -99,9 +99,9 @@ def aidip_policies(tmp_path: Path) -> Path:
 
 
 def test_an_agent_access_rule_hides_an_agent_from_one_client(
-    backend, echo, gateway_factory, aidip_policies: Path
+    backend, echo, inprocess_factory, aidip_policies: Path
 ):
-    gateway: Gateway = gateway_factory(aidip_gateway_config(backend, echo,
+    gateway: Gateway = inprocess_factory(aidip_gateway_config(backend, echo,
                                                             policies=str(aidip_policies)))
     headers = {"x-api-key": "bob-key"}
     assert httpx.get(gateway.url + "/agents/classifier", headers=headers).status_code == 404

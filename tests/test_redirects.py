@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from inprocess import InProcessGateway
 from processes import Gateway
 
 from gateway.redirects import UpstreamOrigin, public_base, rewrite_field
@@ -25,7 +26,7 @@ def redirect(gateway: Gateway, fields: list[tuple[str, str]],
 def gateway(echo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     config = {"public_base_url": PUBLIC, "upstreams": {"legacy": {"url": echo}},
               "default_upstream": "legacy"}
-    started = Gateway(config, tmp_path_factory.mktemp("redirects"))
+    started = InProcessGateway(config, tmp_path_factory.mktemp("redirects"))
     yield started
     started.stop()
 
@@ -62,8 +63,8 @@ def test_other_origins_and_relative_urls_pass_unchanged(gateway: Gateway, locati
     assert redirect(gateway, [("location", location)]).headers["location"] == location
 
 
-def test_without_public_base_url_the_host_the_client_used(echo: str, gateway_factory):
-    plain = gateway_factory({"upstreams": {"legacy": {"url": echo}},
+def test_without_public_base_url_the_host_the_client_used(echo: str, inprocess_factory):
+    plain = inprocess_factory({"upstreams": {"legacy": {"url": echo}},
                              "default_upstream": "legacy"})
     spoofed = {"x-forwarded-host": "evil.example", "x-forwarded-proto": "https"}
     response = redirect(plain, [("location", f"{echo}/x")], spoofed)
@@ -74,8 +75,8 @@ def test_without_public_base_url_the_host_the_client_used(echo: str, gateway_fac
     assert odd.headers["location"] == "/x"  # no usable Host: a path the client resolves
 
 
-def test_forwarded_host_and_proto_from_a_trusted_proxy_are_honoured(echo: str, gateway_factory):
-    behind = gateway_factory({"upstreams": {"legacy": {"url": echo}},
+def test_forwarded_host_and_proto_from_a_trusted_proxy_are_honoured(echo: str, inprocess_factory):
+    behind = inprocess_factory({"upstreams": {"legacy": {"url": echo}},
                               "default_upstream": "legacy",
                               "proxy": {"trusted_proxies": ["127.0.0.0/8"]}})
     forwarded = {"x-forwarded-host": "www.example.com", "x-forwarded-proto": "https"}
@@ -84,8 +85,8 @@ def test_forwarded_host_and_proto_from_a_trusted_proxy_are_honoured(echo: str, g
 
 
 def test_of_forwarded_lists_the_value_the_nearest_proxy_added_counts(echo: str,
-                                                                    gateway_factory):
-    behind = gateway_factory({"upstreams": {"legacy": {"url": echo}},
+                                                                    inprocess_factory):
+    behind = inprocess_factory({"upstreams": {"legacy": {"url": echo}},
                               "default_upstream": "legacy",
                               "proxy": {"trusted_proxies": ["127.0.0.0/8"]}})
     forwarded = {"x-forwarded-host": "evil.example, www.example.com",
@@ -94,8 +95,8 @@ def test_of_forwarded_lists_the_value_the_nearest_proxy_added_counts(echo: str,
     assert response.headers["location"] == "https://www.example.com/x"
 
 
-def test_the_upstream_base_path_maps_onto_the_public_path(echo: str, gateway_factory):
-    based = gateway_factory({"public_base_url": f"{PUBLIC}/shop/",
+def test_the_upstream_base_path_maps_onto_the_public_path(echo: str, inprocess_factory):
+    based = inprocess_factory({"public_base_url": f"{PUBLIC}/shop/",
                              "upstreams": {"legacy": {"url": f"{echo}/base"}},
                              "default_upstream": "legacy"})
     under = redirect(based, [("location", f"{echo}/base/cart?id=1")])
@@ -104,8 +105,8 @@ def test_the_upstream_base_path_maps_onto_the_public_path(echo: str, gateway_fac
     assert outside.headers["location"] == f"{echo}/basement"  # not a path the gateway serves
 
 
-def test_rewriting_can_be_turned_off_per_upstream(echo: str, gateway_factory):
-    raw = gateway_factory({"public_base_url": PUBLIC, "default_upstream": "legacy",
+def test_rewriting_can_be_turned_off_per_upstream(echo: str, inprocess_factory):
+    raw = inprocess_factory({"public_base_url": PUBLIC, "default_upstream": "legacy",
                            "upstreams": {"legacy": {"url": echo, "rewrite_redirects": False}}})
     response = redirect(raw, [("location", f"{echo}/x"), ("link", f"<{echo}/y>")])
     assert response.headers["location"] == f"{echo}/x"
