@@ -17,6 +17,7 @@ install: $(INSTALLED)
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy gateway
 
 test: install lint redis chromium
 	$(BIN)/python -m pytest
@@ -86,4 +87,4 @@ fuzz: install
 	$(BIN)/python bench/fuzz.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache *.egg-info

@@ -44,6 +44,7 @@ from gateway.loader import load_config
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
+UNREACHED = "1000000/minute"
 AIP_SECRET = REPO / ".aigw" / "demo-aip-platform.secret"  # made on the demo's first load
 OPENAPI = "/.well-known/aigw/openapi.json"
 PRIVATE = {"description": "Staff-only escalation notes (fuzz).", "visibility": "private",
@@ -80,10 +81,23 @@ def fuzz_config(workdir: Path) -> Path:
     config["aidre"]["collections"]["staff_notes"] = {
         **PRIVATE, "text_search": articles["text_search"], "chunk": articles["chunk"]}
     config["aip"]["events"] = {"file": str(workdir / "aip-events.jsonl")}
+    _unthrottled(config)
     config["logging"] = {"level": "warning", "access_log": False}
     path = workdir / "fuzz.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def _unthrottled(config: dict) -> None:
+    """Every rate-limit rule (and the failed-authentication limit) still runs, with quotas no
+    run reaches: a 429 answers before the code under test, so it would hide what it guards."""
+    for rule in config["rate_limits"]["rules"]:
+        rule["limit"] = UNREACHED
+        rule.pop("burst", None)
+        for tier in rule.get("tiers") or ():
+            tier["limit"] = UNREACHED
+            tier.pop("burst", None)
+    config["auth"]["failure_limit"] = {"limit": UNREACHED}
 
 
 @contextmanager

@@ -7,24 +7,23 @@ import contextlib
 import logging
 from typing import Any
 
-from starlette.requests import ClientDisconnect
-from starlette.routing import Match
+from starlette.requests import Request
 
 from gateway import errors, observability, tracing
+from gateway.asgi import Scope
 from gateway.bodytimer import has_body, timed_receive
 from gateway.context import RequestContext, request_id_from
+from gateway.dispatch import answer_error, serve_document, serve_surface
+from gateway.exchange import Exchange
 from gateway.headers import client_address, is_trusted
 from gateway.headlimits import check_head
 from gateway.paths import ambiguity
 from gateway.policy.decisions import HEADER as DECISION_HEADER
 from gateway.proxy import ClientDisconnected, forward
 from gateway.ratelimit.fields import with_rate_limit_fields
-from gateway.routing import Document
 from gateway.runtime import Generation, Runtime
-from gateway.surface import Mount
 from gateway.upgrades import as_http_scope, denial_channel, wants_websocket, websocket_refused
 
-Scope = dict[str, Any]
 log = logging.getLogger("aigw.app")
 
 
@@ -92,21 +91,19 @@ class GatewayApp:
         path = scope["path"]
         document = generation.owners.documents.get(path)
         owner = document.owner if document is not None else generation.owners.owner(path)
+        if owner is None and document is None:
+            refusal = _refusal(generation, scope)
+            if refusal is not None:
+                await _send_error(send, ctx, refusal)
+                return
+            await self._passthrough(generation, ctx, scope, receive, send, trusted)
+            return
         if owner is not None:
             ctx.surface = owner.name
-        listen = generation.settings.listen  # the listener checks these first; any server too
-        try:
-            check_head(scope, listen.max_headers, listen.max_header_bytes)
-        except errors.GatewayError as error:
-            await _answer_error(owner, error, ctx, scope, receive, send)
-            return
-        reason = ambiguity(path, scope.get("raw_path"))
-        if reason is not None:
-            error = errors.GatewayError(400, "invalid_path", f"Refused: {reason}.")
-            await _answer_error(owner, error, ctx, scope, receive, send)
-            return
-        if wants_websocket(scope["headers"]):
-            await _answer_error(owner, websocket_refused(), ctx, scope, receive, send)
+        exchange = Exchange(Request(scope, receive, send), ctx, generation)
+        refusal = _refusal(generation, scope)
+        if refusal is not None:
+            await answer_error(owner, refusal, exchange, send)
             return
         if path in generation.cors_paths:
             if generation.cors.is_preflight(scope):
@@ -114,11 +111,9 @@ class GatewayApp:
                 return
             send = generation.cors.wrap(scope, send)
         if document is not None:
-            await _serve_document(document, ctx, scope, receive, send)
+            await serve_document(document, exchange, send)
         elif owner is not None:
-            await _dispatch_surface(owner, generation, ctx, scope, receive, send)
-        else:
-            await self._passthrough(generation, ctx, scope, receive, send, trusted)
+            await serve_surface(owner, exchange, send)
 
     async def _passthrough(self, generation: Generation, ctx: RequestContext, scope: Scope,
                            receive: Any, send: Any, trusted: bool) -> None:
@@ -150,71 +145,20 @@ class GatewayApp:
                 return
 
 
-async def _serve_document(document: Document, ctx: RequestContext, scope: Scope,
-                          receive: Any, send: Any) -> None:
-    if ctx.surface == "passthrough":
-        ctx.surface = getattr(document.endpoint, "surface", "gateway")
-    ctx.route = ctx.path
-    if scope["method"] not in ("GET", "HEAD"):
-        error = errors.GatewayError(405, "method_not_allowed", "Use GET or HEAD here.",
-                                    {"allowed": ["GET", "HEAD"]}, (("allow", "GET, HEAD"),))
-        await _answer_error(document.owner, error, ctx, scope, receive, send)
-        return
-    await _in_dialect(document.owner, document.endpoint, ctx, scope, receive, send)
-
-
-async def _dispatch_surface(owner: Mount, generation: Generation, ctx: RequestContext,
-                            scope: Scope, receive: Any, send: Any) -> None:
-    """Hand the request to the owner's matching route; its 404 or 405 when none matches.
-
-    A path may be served by several routes, one per method: the 405's `Allow` lists the
-    methods of every route whose path matched (RFC 9110 §15.5.6)."""
-    allowed_methods: set[str] = set()
-    for route in owner.routes:
-        match, child = route.matches(scope)
-        if match is Match.FULL:
-            ctx.route = getattr(route, "path", None)
-            routed = {**scope, **child, "aigw": (ctx, generation)}
-            await _in_dialect(owner, route.handle, ctx, routed, receive, send)
-            return
-        if match is Match.PARTIAL:
-            allowed_methods.update(getattr(route, "methods", None) or ())
-    if not allowed_methods:
-        error = errors.GatewayError(404, "not_found", "Nothing is served at this path.")
-    else:
-        allowed = sorted(allowed_methods)
-        error = errors.GatewayError(405, "method_not_allowed", f"Use {', '.join(allowed)} here.",
-                                    {"allowed": allowed}, (("allow", ", ".join(allowed)),))
-    await _answer_error(owner, error, ctx, scope, receive, send)
-
-
-async def _in_dialect(owner: Mount | None, endpoint: Any, ctx: RequestContext, scope: Scope,
-                      receive: Any, send: Any) -> None:
-    """Run a surface's endpoint; whatever escapes it is answered in that surface's dialect."""
+def _refusal(generation: Generation, scope: Scope) -> errors.GatewayError | None:
+    """What no request may carry whoever serves it: an oversized head (the listener checks it
+    first; any server too), an ambiguous path, a WebSocket handshake."""
+    listen = generation.settings.listen
     try:
-        await endpoint(scope, receive, send)
-    except ClientDisconnect:
-        raise ClientDisconnected() from None
+        check_head(scope, listen.max_headers, listen.max_header_bytes)
     except errors.GatewayError as error:
-        if ctx.status:
-            raise
-        await _answer_error(owner, error, ctx, scope, receive, send)
-    except Exception:
-        if ctx.status:
-            raise
-        log.exception("unhandled error", extra={"fields": {"request_id": ctx.request_id}})
-        await _answer_error(owner, errors.internal_error(), ctx, scope, receive, send)
-
-
-async def _answer_error(owner: Mount | None, error: errors.GatewayError, ctx: RequestContext,
-                        scope: Scope, receive: Any, send: Any) -> None:
-    """The failure in the dialect of the path's owner (the gateway's own for passthrough)."""
-    ctx.error_code = error.code
-    if owner is None:
-        await _send_error(send, ctx, error)
-        return
-    response = owner.render_error(error, ctx.request_id)
-    await response(scope, receive, send)
+        return error
+    reason = ambiguity(scope["path"], scope.get("raw_path"))
+    if reason is not None:
+        return errors.GatewayError(400, "invalid_path", f"Refused: {reason}.")
+    if wants_websocket(scope["headers"]):
+        return websocket_refused()
+    return None
 
 
 def _tagging_send(send: Any, ctx: RequestContext, generation: Generation) -> Any:

@@ -10,15 +10,12 @@ every reader goes through: the passthrough proxy and surface handlers alike.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any
 
+from gateway.asgi import Message, RawHeaders, Receive
 from gateway.errors import GatewayError
 
-Receive = Callable[[], Awaitable[dict[str, Any]]]
 
-
-def has_body(headers: list[tuple[bytes, bytes]]) -> bool:
+def has_body(headers: RawHeaders) -> bool:
     for name, value in headers:
         if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
             return True
@@ -37,7 +34,7 @@ def timed_receive(receive: Receive, idle: float, total: float) -> Receive:
     deadline: float | None = None
     ended = False
 
-    async def timed() -> dict[str, Any]:
+    async def timed() -> Message:
         nonlocal deadline, ended
         if ended:
             return await receive()

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BeforeValidator, Field
+
+from gateway.strict import Strict
 
 _ID = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
@@ -59,10 +61,6 @@ CapabilityId = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)
 Description = Annotated[str, Field(min_length=1, max_length=200), BeforeValidator(_length(1, 200))]
 Returns = Annotated[str, Field(max_length=300), BeforeValidator(_length(0, 300))]
 Endpoint = Annotated[str, Field(min_length=1), BeforeValidator(_endpoint)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Capability(Strict):

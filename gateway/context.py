@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.asgi import RawHeaders
 from gateway.model import ANONYMOUS, Principal
 
 # What a trusted proxy's id may look like: short, and safe in headers, logs and JSON.
@@ -23,7 +24,7 @@ def new_request_id() -> str:
     return f"{random.getrandbits(128):032x}"
 
 
-def request_id_from(headers: list[tuple[bytes, bytes]], trusted: bool) -> str:
+def request_id_from(headers: RawHeaders, trusted: bool) -> str:
     """The id a trusted proxy sent, when there is exactly one and it is safe; else a new one."""
     if trusted:
         sent = [value for name, value in headers if name == b"x-request-id"]

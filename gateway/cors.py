@@ -7,11 +7,9 @@ these fields; every other path is left to the upstream. A preflight is an OPTION
 
 from __future__ import annotations
 
-from typing import Any
-
+from gateway.asgi import Message, RawHeaders, Scope, Send
 from gateway.settings import Discovery
 
-RawHeaders = list[tuple[bytes, bytes]]
 _METHODS = b"GET, HEAD"
 _EXPOSED = (b"ETag, X-Request-Id, Retry-After, RateLimit, RateLimit-Policy, RateLimit-Limit, "
             b"RateLimit-Remaining, RateLimit-Reset")
@@ -31,13 +29,13 @@ class DocumentCors:
             (b"access-control-max-age", str(settings.cors_max_age).encode()),
         ]
 
-    def is_preflight(self, scope: dict[str, Any]) -> bool:
+    def is_preflight(self, scope: Scope) -> bool:
         if scope["method"] != "OPTIONS" or not self.enabled:
             return False
         names = {name for name, _ in scope["headers"]}
         return b"origin" in names and b"access-control-request-method" in names
 
-    async def preflight(self, scope: dict[str, Any], send: Any) -> None:
+    async def preflight(self, scope: Scope, send: Send) -> None:
         """204; the allow fields only for an allowed origin (the browser refuses the rest)."""
         headers = self._origin_fields(scope["headers"])
         if any(name == b"access-control-allow-origin" for name, _ in headers):
@@ -45,7 +43,7 @@ class DocumentCors:
         await send({"type": "http.response.start", "status": 204, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
 
-    def wrap(self, scope: dict[str, Any], send: Any) -> Any:
+    def wrap(self, scope: Scope, send: Send) -> Send:
         """`send` with the CORS fields added to the response, whatever its status."""
         if not self.enabled:
             return send
@@ -53,7 +51,7 @@ class DocumentCors:
         if any(name == b"access-control-allow-origin" for name, _ in fields):
             fields.append((b"access-control-expose-headers", _EXPOSED))
 
-        async def with_cors(message: dict[str, Any]) -> None:
+        async def with_cors(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", ()), *fields]
             await send(message)

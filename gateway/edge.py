@@ -30,6 +30,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from gateway import errors, observability
+from gateway.asgi import RawHeaders
 from gateway.bodytimer import has_body
 from gateway.coalesce import CoalescingTransport
 from gateway.context import new_request_id
@@ -55,7 +56,7 @@ def protocol_for(limits: HeadLimits) -> type[HttpToolsProtocol]:
 
 
 def refusal(error: errors.GatewayError, request_id: str,
-            default_headers: list[tuple[bytes, bytes]]) -> bytes:
+            default_headers: RawHeaders) -> bytes:
     """A complete, closing HTTP/1.1 response carrying the gateway's JSON error."""
     body = errors.json_error_body(error, request_id)
     lines = [STATUS_LINE[error.status]]

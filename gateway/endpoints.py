@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-Scope = dict[str, Any]
+from gateway.asgi import RawHeaders, Receive, Scope, Send
 
 
 class StaticDocument:
@@ -28,14 +28,14 @@ class StaticDocument:
             (b"etag", self.etag),
         ]
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._matches(scope["headers"]):
             await _send(send, 304, self._headers, b"")
             return
         headers = [*self._headers, (b"content-length", str(len(self.body)).encode())]
         await _send(send, 200, headers, b"" if scope["method"] == "HEAD" else self.body)
 
-    def _matches(self, headers: list[tuple[bytes, bytes]]) -> bool:
+    def _matches(self, headers: RawHeaders) -> bool:
         for name, value in headers:
             if name == b"if-none-match":
                 tags = [tag.strip().removeprefix(b"W/") for tag in value.split(b",")]
@@ -43,6 +43,6 @@ class StaticDocument:
         return False
 
 
-async def _send(send: Any, status: int, headers: list, body: bytes) -> None:
+async def _send(send: Send, status: int, headers: RawHeaders, body: bytes) -> None:
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

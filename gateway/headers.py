@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 
-RawHeaders = list[tuple[bytes, bytes]]
+from gateway.asgi import RawHeaders, Scope
 
 # RFC 9110 §7.6.1 and the proxy-only fields; `Connection` may name more.
 HOP_BY_HOP = frozenset({
@@ -82,7 +82,7 @@ def nearest_forwarded(headers: RawHeaders, name: bytes) -> bytes | None:
     return values[-1].rsplit(b",", 1)[-1].strip() or None
 
 
-def request_origin(scope: dict, networks: tuple[IPv4Network | IPv6Network, ...]) -> str:
+def request_origin(scope: Scope, networks: tuple[IPv4Network | IPv6Network, ...]) -> str:
     """`scheme://host[:port]` the client used: from X-Forwarded-Proto and -Host when the peer
     is a trusted proxy, else from the connection and Host. A malformed host is never echoed."""
     peer = scope["client"][0] if scope.get("client") else ""

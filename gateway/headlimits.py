@@ -7,8 +7,8 @@ them again, so the caps hold under any ASGI server.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from gateway.asgi import Scope
 from gateway.errors import GatewayError
 
 CODE = "request_header_fields_too_large"
@@ -30,7 +30,7 @@ def head_too_large(limit: int) -> GatewayError:
                         {"max_header_bytes": limit})
 
 
-def check_head(scope: dict[str, Any], max_headers: int, max_header_bytes: int) -> None:
+def check_head(scope: Scope, max_headers: int, max_header_bytes: int) -> None:
     """Raise 431 when the request's head is over either cap."""
     headers = scope["headers"]
     if len(headers) > max_headers:

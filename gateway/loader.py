@@ -124,8 +124,12 @@ def policies_folder(loaded: LoadedConfig) -> Path | None:
 def _read_yaml(file: Path, env: Mapping[str, str], issues: list[ConfigIssue]) -> Any:
     try:
         text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         issues.append(ConfigIssue(str(file), "", f"cannot read file: {exc.strerror or exc}"))
+        return None
+    except UnicodeDecodeError as exc:
+        issues.append(ConfigIssue(str(file), "",
+                                  f"expected UTF-8 text; invalid byte at offset {exc.start}"))
         return None
     try:
         document = yaml.safe_load(text)

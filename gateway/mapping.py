@@ -11,12 +11,13 @@ vector and other fields are:
     fields: {title: title, url: url}
     metadata: {updated_at: updated_at}
 
-Each slot has the kind the neutral model promises every surface: an id is a string or an
-integer (rendered as a string), text a string, a score a number, a vector a list of numbers,
-and the source fields (`url`, `title`, `section`) and `updated_at` strings; other fields and
-metadata may be any JSON value. A null is an absent value. A value of another kind raises
-`UpstreamValueError`: the answer fails as a whole rather than reaching a client half-mapped,
-since a wrong kind means the mapping and the upstream disagree, on every item alike.
+Each slot has the kind the neutral model promises every surface: the items are a list (or
+one object), an id is a string or an integer (rendered as a string), text a string, a score a
+number, a vector a list of numbers, and the source fields (`url`, `title`, `section`) and
+`updated_at` strings; other fields and metadata may be any JSON value. A null is an absent
+value. A value of another kind raises `UpstreamValueError`: the answer fails as a whole rather
+than reaching a client half-mapped, since a wrong kind means the mapping and the upstream
+disagree, on every item alike.
 """
 
 from __future__ import annotations
@@ -62,12 +63,18 @@ class HitMapping:
 
     def hits(self, document: Any) -> list[Hit]:
         """Every item of an upstream document as a Hit; items without an id are skipped."""
+        return [hit for item in self.items_of(document) if (hit := self.hit(item)) is not None]
+
+    def items_of(self, document: Any) -> list[Any]:
+        """The document's items: a list, or one object; none when absent (null)."""
         items = self.items.search(document) if self.items is not None else document
-        if isinstance(items, dict):
-            items = [items]
-        if not isinstance(items, list):
+        if items is None:
             return []
-        return [hit for item in items if (hit := self.hit(item)) is not None]
+        if isinstance(items, dict):
+            return [items]
+        if not isinstance(items, list):
+            raise UpstreamValueError("items", "a list or an object")
+        return items
 
     def hit(self, item: Any) -> Hit | None:
         """One item as a Hit, or None without an id; `UpstreamValueError` for a wrong kind."""
@@ -99,13 +106,19 @@ def compile_mapping(spec: dict[str, Any], where: str = "mapping") -> HitMapping:
     unknown = set(spec) - {*_SLOTS, "fields", "metadata"}
     if unknown:
         raise MappingError(f"{where}.{sorted(unknown)[0]}", "unknown mapping key")
-    compiled = {slot: _compile(spec[slot], f"{where}.{slot}") if spec.get(slot) else None
-                for slot in _SLOTS}
     return HitMapping(
-        **compiled,
+        items=_optional(spec, "items", where),
+        id=_compile(spec["id"], f"{where}.id"),  # required: an empty one is refused, not skipped
+        text=_optional(spec, "text", where),
+        score=_optional(spec, "score", where),
+        vector=_optional(spec, "vector", where),
         fields=_compile_group(spec.get("fields") or {}, f"{where}.fields"),
         metadata=_compile_group(spec.get("metadata") or {}, f"{where}.metadata"),
     )
+
+
+def _optional(spec: dict[str, Any], slot: str, where: str) -> ParsedResult | None:
+    return _compile(spec[slot], f"{where}.{slot}") if spec.get(slot) else None
 
 
 def _compile_group(group: dict[str, Any], where: str) -> dict[str, ParsedResult]:

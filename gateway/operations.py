@@ -1,31 +1,31 @@
 """Upstream operations declared in config: one JSON call (method, path, query, body with
 `{placeholders}`) and the JMESPath mapping of its answer onto hits, compiled once at load.
-Every retrieval surface maps the legacy API this way; no operation needs Python code."""
+Every retrieval surface maps the legacy API this way; no operation needs Python code.
+
+Each operation has a kind, declared by the surface that calls it: a `Placeholders` dataclass
+whose fields are exactly the placeholders that kind of call fills (a search its query and page,
+a read by id its id). Loading refuses any other placeholder, naming those the kind fills, and a
+call is made with an instance of that kind, so every placeholder a config names is filled."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from gateway.mapping import HitMapping, MappingError, compile_mapping
-from gateway.pipeline import UpstreamCall
 from gateway.proxy import ProxyTarget
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from gateway.strict import Strict
 
 
 class UpstreamOperation(Strict):
     """One upstream call. `{placeholders}` in path, query values and body strings are filled
-    from the request: query, vector, top_k, offset, limit (how many items this call asks for:
-    top_k + 1, to see if more follow), fetch (offset + limit: everything up to the end of the
-    page, for upstreams without an offset), id, visibility (the record visibilities the caller
-    may see, comma-separated, for upstreams that can filter by them)."""
+    from the request; which ones depends on the operation (a search fills its query and page, a
+    read by id its id: see each section), and any other is refused at load. A placeholder that
+    is a whole string keeps its value's type (a vector stays a list of numbers)."""
 
     upstream: str
     method: Literal["GET", "POST"] = "GET"
@@ -40,36 +40,68 @@ class UpstreamOperation(Strict):
 
 
 _WHOLE = re.compile(r"\{(\w+)\}")
-PLACEHOLDERS = frozenset({"query", "vector", "top_k", "offset", "limit", "fetch", "id",
-                          "visibility"})
+K = TypeVar("K", bound="Placeholders")
 
 
 @dataclass(frozen=True, slots=True)
-class Operation:
+class Placeholders:
+    """The values one kind of upstream operation fills its `{placeholders}` with, one field per
+    placeholder. A surface declares a subclass for each kind of operation it calls."""
+
+    @classmethod
+    def names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in fields(cls))
+
+    def values(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamCall:
+    """One JSON call to an upstream, and how its answer maps onto hits."""
+
+    target: ProxyTarget
+    method: str
+    path: str
+    mapping: HitMapping
+    params: dict[str, Any] = field(default_factory=dict)
+    json: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Operation(Generic[K]):
     settings: UpstreamOperation
     mapping: HitMapping
+    kind: type[K]
     paginates: bool  # the upstream applies {offset} itself; otherwise the gateway slices
 
-    def call(self, target: ProxyTarget, values: dict[str, Any]) -> UpstreamCall:
-        path = _WHOLE.sub(lambda m: quote(str(values[m.group(1)]), safe=""), self.settings.path)
-        params = {name: _fill(template, values) for name, template in self.settings.query.items()}
-        body = _fill(self.settings.body, values) if self.settings.body is not None else None
+    def call(self, target: ProxyTarget, values: K) -> UpstreamCall:
+        """The call with every placeholder filled: `values` is this operation's kind, whose
+        fields cover every placeholder it was compiled with."""
+        if type(values) is not self.kind:
+            raise TypeError(f"expected {self.kind.__name__} values, not {type(values).__name__}")
+        filled = values.values()
+        path = _WHOLE.sub(lambda m: quote(str(filled[m.group(1)]), safe=""), self.settings.path)
+        params = {name: _fill(template, filled) for name, template in self.settings.query.items()}
+        body = _fill(self.settings.body, filled) if self.settings.body is not None else None
         return UpstreamCall(target, self.settings.method, path, self.mapping, params, body)
 
 
 def compile_operation(settings: UpstreamOperation, where: str, upstreams: set[str],
-                      extra: frozenset[str] = frozenset()) -> Operation:
-    """One upstream operation checked and compiled; `MappingError` names the bad path.
-    `extra` names placeholders a surface fills beyond the common ones."""
+                      kind: type[K]) -> Operation[K]:
+    """One upstream operation of `kind` checked and compiled; `MappingError` names the bad
+    path, and a placeholder `kind` does not fill along with those it does."""
     if settings.upstream not in upstreams:
         raise MappingError(f"{where}.upstream",
                            f"expected one of the upstreams ({', '.join(sorted(upstreams))})")
-    unknown = _placeholders(settings) - PLACEHOLDERS - extra
+    used = _placeholders(settings)
+    unknown = used - kind.names()
     if unknown:
-        raise MappingError(where, f"unknown placeholder {{{sorted(unknown)[0]}}}; "
-                                  f"known: {', '.join(sorted(PLACEHOLDERS | extra))}")
-    return Operation(settings, compile_mapping(settings.mapping, f"{where}.mapping"),
-                     "offset" in _placeholders(settings))
+        filled = ", ".join(f"{{{name}}}" for name in sorted(kind.names()))
+        raise MappingError(where, f"unknown placeholder {{{sorted(unknown)[0]}}}; this "
+                                  f"operation fills {filled}")
+    return Operation(settings, compile_mapping(settings.mapping, f"{where}.mapping"), kind,
+                     "offset" in used)
 
 
 def _placeholders(settings: UpstreamOperation) -> set[str]:

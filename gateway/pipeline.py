@@ -10,38 +10,30 @@ its own parts: parsing and validation, the upstream plan, the envelope and the e
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlencode
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import errors, tracing
+from gateway.asgi import Scope
 from gateway.context import RequestContext
-from gateway.mapping import HitMapping, UpstreamValueError
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
+from gateway.operations import Operation, Placeholders
 from gateway.proxy import ProxyTarget
-from gateway.upstream import UpstreamError
+from gateway.upstream_call import UpstreamCalls
 
 if TYPE_CHECKING:
+    from gateway.exchange import Exchange
     from gateway.loader import LoadedConfig
 
-RawHeaders = list[tuple[bytes, bytes]]
-log = logging.getLogger("aigw.pipeline")
-MAX_UPSTREAM_JSON_BYTES = 32 * 1024 * 1024
-# The longest upstream URL sent: 8 KiB is the request line common servers accept (nginx's
-# default large_client_header_buffers); past it they answer 414 or 431.
-MAX_UPSTREAM_URL_BYTES = 8192
+K = TypeVar("K", bound=Placeholders)
 
 
 class Authenticator(Protocol):
-    async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal | Decision:
+    async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal | Decision:
         """The caller's principal, or a denial."""
 
     async def aclose(self) -> None: ...
@@ -62,7 +54,7 @@ class Policy(Protocol):
 class AnonymousAuthenticator:
     """No `auth` section: nobody is authenticated, and nobody is refused for it."""
 
-    async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal:
+    async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal:
         return ANONYMOUS
 
     async def aclose(self) -> None:
@@ -82,37 +74,33 @@ class OpenPolicy:
         return hits
 
 
-@dataclass(frozen=True, slots=True)
-class UpstreamCall:
-    """One JSON call to an upstream, and how its answer maps onto hits."""
+class Fetch(Protocol):
+    """One upstream operation called with its kind's values, its answer mapped onto hits."""
 
-    target: ProxyTarget
-    method: str
-    path: str
-    mapping: HitMapping
-    params: dict[str, Any] = field(default_factory=dict)
-    json: Any = None
-
-
-Fetch = Callable[[UpstreamCall], Awaitable[list[Hit]]]
+    def __call__(self, operation: Operation[K], values: K) -> Awaitable[list[Hit]]: ...
 
 
 class RetrievalSurface(Protocol):
-    """A surface whose request needs several upstream calls defines
-    `async collect(query, ctx, fetch) -> list[Hit]` instead of `plan` (`fetch` makes one call
-    and maps its answer)."""
+    """Parse, then render: what every surface that retrieves through the pipeline defines,
+    with `plan` (one upstream call) or `collect` (several)."""
 
     name: str
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
         """Validate the request into a Query; raise `GatewayError` for bad input."""
 
-    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall: ...
-
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response: ...
 
-    def render_error(self, error: errors.GatewayError, ctx: RequestContext) -> Response:
-        """The failure in this surface's own error dialect."""
+
+class PlannedSurface(RetrievalSurface, Protocol):
+    def plan(self, query: Query, ctx: RequestContext) -> tuple[Operation[Any], Placeholders]:
+        """The one upstream operation that answers the query, and the values it is called with."""
+
+
+@runtime_checkable
+class CollectingSurface(RetrievalSurface, Protocol):
+    async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
+        """The hits, through `fetch` (one upstream call, its answer mapped) as often as needed."""
 
 
 def denial(decision: Decision) -> errors.GatewayError:
@@ -129,20 +117,25 @@ class Pipeline:
         limiter: RateLimiter | None = None,
         policy: Policy | None = None,
         identity: Any = None,
+        targets: Mapping[str, ProxyTarget] | None = None,
     ) -> None:
         self.authenticator = authenticator or AnonymousAuthenticator()
         self.limiter = limiter or Unlimited()
         self.policy = policy or OpenPolicy()
         self.identity = identity  # IdentityForwarding: who the caller is, told to upstreams
+        # The only way surfaces call upstream operations.
+        self.upstream = UpstreamCalls(targets or {}, identity)
 
     @classmethod
     def from_config(
         cls, loaded: LoadedConfig, public_paths: frozenset[str], storage: Any = None,
         resources: dict[str, Any] | None = None, failure_store: Any = None,
+        targets: Mapping[str, ProxyTarget] | None = None,
     ) -> Pipeline:
         """The stages a config asks for; `storage` is the rate-limit store to count in,
-        `resources` the surfaces' collections and streams the policy decides on, and
-        `failure_store` the `limits` storage failed authentications are counted in."""
+        `resources` the surfaces' collections and streams the policy decides on,
+        `failure_store` the `limits` storage failed authentications are counted in, and
+        `targets` the upstreams operations are called on."""
         settings = loaded.settings
         authenticator = limiter = None
         from gateway.policy.engine import PolicyEngine
@@ -162,9 +155,9 @@ class Pipeline:
             limiter = Limiter(settings.rate_limits, storage)
         from gateway.auth.forwarding import IdentityForwarding
 
-        return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth))
+        return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth), targets)
 
-    async def admit(self, ctx: RequestContext, scope: dict, *,
+    async def admit(self, ctx: RequestContext, scope: Scope, *,
                     credentials_optional: bool = False) -> None:
         """Authenticate, then rate-limit; raise `GatewayError` when either refuses.
 
@@ -174,7 +167,7 @@ class Pipeline:
         await self.authenticate(ctx, scope, credentials_optional=credentials_optional)
         await self.limit(ctx)
 
-    async def authenticate(self, ctx: RequestContext, scope: dict, *,
+    async def authenticate(self, ctx: RequestContext, scope: Scope, *,
                            credentials_optional: bool = False) -> None:
         with _stage("aigw.authenticate", self.authenticator, AnonymousAuthenticator):
             outcome = await self.authenticator.authenticate(ctx, scope)
@@ -196,38 +189,33 @@ class Pipeline:
             if not decision.allowed:
                 raise denial(decision)
 
-    async def retrieve(
-        self, surface: RetrievalSurface, request: Request, ctx: RequestContext
-    ) -> Response:
-        """Run every stage after routing for one retrieval request."""
+    async def retrieve(self, surface: PlannedSurface | CollectingSurface,
+                       exchange: Exchange) -> Response:
+        """Run every stage after admission for one retrieval request; failures raise (the app
+        answers them once, in the owner's dialect)."""
+        ctx = exchange.ctx
         ctx.surface = surface.name
-        try:
-            await self.admit(ctx, request.scope)
-            query = await surface.parse(request, ctx)
-            if query.collection is not None:
-                tracing.annotate({"aigw.collection": query.collection})
-            with tracing.span("aigw.policy", {"aigw.policy.stage": "before"}):
-                narrowed = self.policy.before(ctx, query)
-                denied = isinstance(narrowed, Decision)
-                tracing.annotate({"aigw.policy.effect": "deny" if denied else "allow"})
-                if isinstance(narrowed, Decision):
-                    raise denial(narrowed)
-            identity = self.identity.headers(ctx.principal) if self.identity else []
+        query = await surface.parse(exchange.request, ctx)
+        if query.collection is not None:
+            tracing.annotate({"aigw.collection": query.collection})
+        with tracing.span("aigw.policy", {"aigw.policy.stage": "before"}):
+            narrowed = self.policy.before(ctx, query)
+            denied = isinstance(narrowed, Decision)
+            tracing.annotate({"aigw.policy.effect": "deny" if denied else "allow"})
+            if isinstance(narrowed, Decision):
+                raise denial(narrowed)
 
-            async def fetch(call: UpstreamCall) -> list[Hit]:
-                return map_hits(call, await call_upstream_json(call, ctx, identity), ctx)
+        def fetch(operation: Operation[K], values: K) -> Awaitable[list[Hit]]:
+            return self.upstream.hits(operation, values, ctx)
 
-            collect = getattr(surface, "collect", None)
-            hits = await collect(narrowed, ctx, fetch) if collect is not None \
-                else await fetch(surface.plan(narrowed, ctx))
-            with tracing.span("aigw.policy", {"aigw.policy.stage": "after"}):
-                kept = self.policy.after(ctx, narrowed, hits)
-                tracing.annotate({"aigw.policy.removed": len(hits) - len(kept)})
-            with tracing.span("aigw.render"):
-                return surface.render(narrowed, kept, ctx)
-        except errors.GatewayError as error:
-            ctx.error_code = error.code
-            return surface.render_error(error, ctx)
+        hits = await surface.collect(narrowed, ctx, fetch) \
+            if isinstance(surface, CollectingSurface) \
+            else await fetch(*surface.plan(narrowed, ctx))
+        with tracing.span("aigw.policy", {"aigw.policy.stage": "after"}):
+            kept = self.policy.after(ctx, narrowed, hits)
+            tracing.annotate({"aigw.policy.removed": len(hits) - len(kept)})
+        with tracing.span("aigw.render"):
+            return surface.render(narrowed, kept, ctx)
 
     async def aclose(self) -> None:
         await self.authenticator.aclose()
@@ -236,87 +224,3 @@ class Pipeline:
 def _stage(name: str, stage: object, idle: type) -> AbstractContextManager[Any]:
     """A span for a stage that does work; none for one that admits everything."""
     return tracing.OFF if isinstance(stage, idle) else tracing.span(name)
-
-
-def map_hits(call: UpstreamCall, document: Any, ctx: RequestContext) -> list[Hit]:
-    """The upstream document as hits; a value of the wrong kind is a 502 `upstream_error`
-    naming the slot, never echoing the value (it may be anything the upstream holds)."""
-    try:
-        return call.mapping.hits(document)
-    except UpstreamValueError as exc:
-        ctx.upstream_error = "mapping"
-        log.warning("upstream value of the wrong kind", extra={"fields": {
-            "request_id": ctx.request_id, "upstream": call.target.name, "slot": exc.slot}})
-        raise errors.upstream_mapping_error(exc.slot, exc.expected) from None
-
-
-async def call_upstream_json(
-    call: UpstreamCall, ctx: RequestContext, identity: RawHeaders | None = None
-) -> Any:
-    """Make one upstream JSON call; any failure becomes a `GatewayError` without upstream detail.
-
-    The upstream gets what a passthrough request would carry: the gateway's own credentials
-    (`add_headers`), the caller's identity headers, `Via` and the request id.
-    """
-    ctx.upstream = call.target.name
-    url = call.target.url + call.path
-    if call.params:
-        url += "?" + urlencode(call.params, doseq=True)
-    if len(url.encode()) > MAX_UPSTREAM_URL_BYTES:
-        raise errors.upstream_url_too_long()
-    headers: RawHeaders = [
-        (b"host", call.target.host), (b"accept", b"application/json"),
-        (b"x-request-id", ctx.request_id.encode()), (b"via", b"1.1 aigw"),
-        *call.target.add_headers, *(identity or ()),
-    ]
-    body = None
-    if call.json is not None:
-        body = orjson.dumps(call.json)
-        headers.append((b"content-type", b"application/json"))
-    with tracing.upstream_span(call.method, url, call.target.name):
-        headers.extend(tracing.outgoing_headers())
-        payload, status = await _send(call, ctx, url, headers, body)
-        tracing.upstream_status(status)
-    if payload is None:
-        ctx.upstream_error = "too_large"
-        raise errors.upstream_protocol_error()
-    if status == 404:
-        raise errors.GatewayError(404, "not_found", "The requested item does not exist.")
-    if status >= 400:
-        ctx.upstream_error = f"status_{status}"
-        raise errors.upstream_protocol_error()
-    try:
-        return orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        ctx.upstream_error = "protocol"
-        raise errors.upstream_protocol_error() from None
-
-
-async def _send(call: UpstreamCall, ctx: RequestContext, url: str, headers: RawHeaders,
-                body: bytes | None) -> tuple[bytes | None, int]:
-    """The upstream's body (None past the cap) and status; transport failures as errors."""
-    started = time.perf_counter()
-    try:
-        response = await call.target.transport.request(call.method, url, headers, body)
-        try:
-            return await _read_capped(response), response.status
-        finally:
-            await response.close()
-    except UpstreamError as exc:
-        ctx.upstream_error = exc.kind
-        raise (errors.upstream_timeout() if exc.kind == "timeout"
-               else errors.upstream_unavailable()) from None
-    finally:
-        ctx.upstream_seconds = time.perf_counter() - started
-
-
-async def _read_capped(response: Any) -> bytes | None:
-    """The body, or None past MAX_UPSTREAM_JSON_BYTES (a runaway upstream is not buffered)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.stream():
-        size += len(chunk)
-        if size > MAX_UPSTREAM_JSON_BYTES:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)

@@ -11,10 +11,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from gateway import errors, tracing
+from gateway.asgi import RawHeaders, Receive, Scope, Send
 from gateway.context import RequestContext
 from gateway.headers import (
     ClientInfo,
@@ -26,7 +26,6 @@ from gateway.integers import ascii_int
 from gateway.redirects import REWRITTEN_FIELDS, UpstreamOrigin, public_base, rewrite_field
 from gateway.upstream import Transport, UpstreamError, UpstreamResponse
 
-Scope = dict[str, Any]
 _NO_BODY_STATUS = frozenset({204, 304})
 
 
@@ -60,7 +59,7 @@ class ProxyOptions:
 class BodyStream:
     """The client's request body as an async iterator that stops at the size limit."""
 
-    def __init__(self, receive: Any, limit: int) -> None:
+    def __init__(self, receive: Receive, limit: int) -> None:
         self._receive = receive
         self._limit = limit
         self.received = 0
@@ -91,14 +90,14 @@ class BodyStream:
 
 
 async def forward(
-    ctx: RequestContext, scope: Scope, receive: Any, send: Any,
+    ctx: RequestContext, scope: Scope, receive: Receive, send: Send,
     target: ProxyTarget, options: ProxyOptions, *, trusted: bool,
-    drop_headers: frozenset[bytes] = frozenset(), identity: list[tuple[bytes, bytes]] | None = None,
+    drop_headers: frozenset[bytes] = frozenset(), identity: RawHeaders | None = None,
     drop_query: frozenset[bytes] = frozenset(),
 ) -> None:
     """Proxy one request; raise `GatewayError` for anything answered before the response starts."""
     ctx.upstream = target.name
-    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    headers: RawHeaders = scope["headers"]
     body, stream = await _request_body(headers, receive, options)
     url = target.url + _target_path(scope, drop_query)
     client = _client_info(scope, headers)
@@ -136,7 +135,7 @@ def _union(first: frozenset[bytes], second: frozenset[bytes]) -> frozenset[bytes
 
 
 async def _request_body(
-    headers: list[tuple[bytes, bytes]], receive: Any, options: ProxyOptions
+    headers: RawHeaders, receive: Receive, options: ProxyOptions
 ) -> tuple[bytes | BodyStream | None, BodyStream | None]:
     length, chunked = _declared_length(headers)
     if length is None and not chunked:
@@ -149,7 +148,7 @@ async def _request_body(
     return stream, stream
 
 
-def _declared_length(headers: list[tuple[bytes, bytes]]) -> tuple[int | None, bool]:
+def _declared_length(headers: RawHeaders) -> tuple[int | None, bool]:
     length = None
     chunked = False
     for name, value in headers:
@@ -161,7 +160,7 @@ def _declared_length(headers: list[tuple[bytes, bytes]]) -> tuple[int | None, bo
 
 
 async def _relay(
-    ctx: RequestContext, scope: Scope, receive: Any, send: Any,
+    ctx: RequestContext, scope: Scope, receive: Receive, send: Send,
     response: UpstreamResponse, options: ProxyOptions, via: bytes,
     rewrite: Callable[[bytes, bytes], bytes] | None = None,
 ) -> None:
@@ -185,7 +184,7 @@ async def _relay(
 
 
 async def _stream_until_disconnect(
-    ctx: RequestContext, receive: Any, send: Any, response: UpstreamResponse
+    ctx: RequestContext, receive: Receive, send: Send, response: UpstreamResponse
 ) -> None:
     """Copy the upstream body to the client; stop reading upstream if the client goes away."""
     copy = asyncio.ensure_future(_copy_body(send, response))
@@ -203,18 +202,18 @@ async def _stream_until_disconnect(
         raise exc  # the response has started: aborting the connection is the only honest signal
 
 
-async def _copy_body(send: Any, response: UpstreamResponse) -> None:
+async def _copy_body(send: Send, response: UpstreamResponse) -> None:
     async for chunk in response.stream():
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
     await send({"type": "http.response.body", "body": b""})
 
 
-async def _wait_for_disconnect(receive: Any) -> None:
+async def _wait_for_disconnect(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
 
 
-def _response_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+def _response_length(headers: RawHeaders) -> int | None:
     for name, value in headers:
         if name.lower() == b"content-length":
             return ascii_int(value)
@@ -232,7 +231,7 @@ def _target_path(scope: Scope, drop_query: frozenset[bytes] = frozenset()) -> st
 
 
 def _redirect_rewriter(
-    target: ProxyTarget, options: ProxyOptions, headers: list[tuple[bytes, bytes]],
+    target: ProxyTarget, options: ProxyOptions, headers: RawHeaders,
     client: ClientInfo, trusted: bool,
 ) -> Callable[[bytes, bytes], bytes] | None:
     upstream = target.redirects
@@ -251,7 +250,7 @@ def _redirect_rewriter(
     return rewrite
 
 
-def _client_info(scope: Scope, headers: list[tuple[bytes, bytes]]) -> ClientInfo:
+def _client_info(scope: Scope, headers: RawHeaders) -> ClientInfo:
     host = next((value for name, value in headers if name == b"host"), b"")
     peer = scope.get("client")
     return ClientInfo(peer[0] if peer else "", scope.get("scheme", "http"), host)

@@ -17,7 +17,7 @@ a hash tag, `{...}` (`hash_tagged`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:  # redis is imported when a client is made, not when config is checked
@@ -25,6 +25,11 @@ if TYPE_CHECKING:  # redis is imported when a client is made, not when config is
     from redis.asyncio.cluster import RedisCluster
 
 SCHEMES = ("redis", "rediss", "redis+unix", "unix", "redis+cluster", "redis+sentinel")
+
+
+class _Auth(TypedDict, total=False):
+    username: str
+    password: str
 
 
 class RedisUrlError(ValueError):
@@ -101,12 +106,12 @@ def _service(url: str) -> tuple[str, int]:
     return service, int(db or 0)
 
 
-def _auth(url: str) -> dict[str, str]:
+def _auth(url: str) -> _Auth:
     userinfo, at, _ = urlsplit(url).netloc.rpartition("@")
     if not at:
         return {}
     user, colon, password = userinfo.partition(":")
-    auth = {"password": unquote(password)} if colon else {}
+    auth: _Auth = {"password": unquote(password)} if colon else {}
     if user:
         auth["username"] = unquote(user)
     return auth

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from importlib.metadata import entry_points
+from types import GenericAlias
 from typing import Annotated, Any, Union
 
 from pydantic import Field, TypeAdapter, create_model
@@ -86,6 +87,7 @@ def rule_model() -> TypeAdapter[Any]:
 @functools.cache
 def policy_pack_model() -> type[PolicyPack]:
     """`PolicyPack` whose `rules` are those of every installed kind."""
+    rules: Any = GenericAlias(list, (_rule_union(),))  # list[...] of kinds known at run time
     return create_model("PolicyPack", __base__=PolicyPack,
-                        rules=(list[_rule_union()], Field([], description=PolicyPack.model_fields[
+                        rules=(rules, Field([], description=PolicyPack.model_fields[
                             "rules"].description)))

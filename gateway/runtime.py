@@ -1,14 +1,17 @@
 """A `Generation` is everything built from one loaded config; `Runtime` swaps them on reload.
 
 Requests hold the generation they started with, so a reload never changes a request midway.
-Upstream clients whose settings did not change are carried over to the new generation; the
-others are closed once the last request of the old generation has finished.
+Resources that outlive a generation (upstream clients, rate-limit counters, surfaces' stores
+and sinks) are leased from `Runtime.shared` (gateway.lifetimes): those whose settings did not
+change are carried over to the new generation, and each is closed exactly once, when the last
+generation using it has finished its last request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,6 +21,7 @@ from gateway.cors import DocumentCors
 from gateway.discovery import core_documents
 from gateway.gctune import refreeze
 from gateway.headers import parse_networks
+from gateway.lifetimes import Lease, Resources
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
 from gateway.policy.config import PolicyPack
@@ -33,16 +37,17 @@ log = logging.getLogger("aigw.runtime")
 
 
 class Generation:
-    def __init__(
-        self, number: int, loaded: LoadedConfig, transports: dict[str, Transport],
-        storage: Any = None, failure_store: Any = None,
-    ) -> None:
+    def __init__(self, number: int, loaded: LoadedConfig, lease: Lease,
+                 connect: TransportFactory) -> None:
         settings = loaded.settings
         self.number = number
         self.loaded = loaded
         self.settings = settings
-        self.transports = transports
-        self.targets = {name: _target(name, up, transports[name])
+        self.lease = lease  # every shared resource this generation uses, released on retiring
+        self.transports = {name: lease.acquire(("upstream", name, up.model_dump_json()),
+                                               partial(connect, name, up))
+                           for name, up in settings.upstreams.items()}
+        self.targets = {name: _target(name, up, self.transports[name])
                         for name, up in settings.upstreams.items()}
         self.default_target = (self.targets[settings.default_upstream]
                                if settings.default_upstream else None)
@@ -51,7 +56,7 @@ class Generation:
             settings.public_base_url,
         )
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
-        self.mounts = _mount_surfaces(loaded)
+        self.mounts = _mount_surfaces(loaded, lease)
         self.owners = PathOwners(self.mounts, core_documents(settings, loaded.bundle))
         self.resources = {name: resource for mount in self.mounts
                           for name, resource in mount.resources.items()}
@@ -62,8 +67,9 @@ class Generation:
         api_keys = settings.auth.api_keys if settings.auth else None
         self.cors = DocumentCors(settings.discovery, api_keys.header if api_keys else None)
         self.identity = IdentityForwarding(settings.auth)
-        self.pipeline = Pipeline.from_config(loaded, public, storage, self.resources,
-                                             failure_store)
+        self.pipeline = Pipeline.from_config(loaded, public, _counter(loaded, lease),
+                                             self.resources, _failure_store(loaded, lease),
+                                             self.targets)
         self.revision = loaded.bundle.revision if loaded.bundle is not None else "none"
         self.active = 0
         self.retired = False
@@ -78,10 +84,12 @@ class Generation:
             self._drained.set()
 
     async def aclose(self) -> None:
-        """Close what this generation alone owns (not the upstream clients it may share)."""
+        """Close what this generation owns, then give back what it shares (the last
+        generation holding a shared resource closes it)."""
         await self.pipeline.aclose()
         for mount in self.mounts:
             await mount.aclose()
+        await self.lease.release()
 
     async def drained(self) -> None:
         self.retired = True
@@ -97,11 +105,8 @@ class Runtime:
         """`transports` builds each upstream's client from its name and settings (default: the
         configured HTTP client; tests pass `gateway.upstream.memory.MemoryUpstreams`)."""
         self._connect = transports or _network_transport
-        clients = {name: self._connect(name, up) for name, up in loaded.settings.upstreams.items()}
-        self._storages: dict[tuple[str, str, str, float], Any] = {}
-        self._failure_stores: dict[tuple[str, str, float], Any] = {}
-        self.current = Generation(1, loaded, clients, self._storage(loaded),
-                                  self._failure_store(loaded))
+        self.shared = Resources()
+        self.current = Generation(1, loaded, self.shared.lease(), self._connect)
         self.decision_log = _decision_log(loaded)
         _show_revision(self.current)
         self.draining = False
@@ -117,13 +122,7 @@ class Runtime:
 
     def swap(self, loaded: LoadedConfig) -> Generation:
         old = self.current
-        transports = {}
-        for name, upstream in loaded.settings.upstreams.items():
-            previous = old.settings.upstreams.get(name)
-            reuse = previous == upstream and name in old.transports
-            transports[name] = old.transports[name] if reuse else self._connect(name, upstream)
-        new = Generation(old.number + 1, loaded, transports, self._storage(loaded),
-                         self._failure_store(loaded))
+        new = Generation(old.number + 1, loaded, self.shared.lease(), self._connect)
         if loaded.settings.decision_log != old.settings.decision_log:
             self._close_later(self.decision_log)
             self.decision_log = _decision_log(loaded)
@@ -136,56 +135,24 @@ class Runtime:
         task.add_done_callback(self._retiring.discard)
         return new
 
-    def _storage(self, loaded: LoadedConfig) -> Any:
-        """The rate-limit counter, shared across reloads so no count is lost on a config change."""
-        limits = loaded.settings.rate_limits
-        if limits is None:
-            return None
-        key = (limits.strategy, limits.storage, limits.key_prefix, limits.store_timeout)
-        if key not in self._storages:
-            from gateway.ratelimit.counters import create_counter
-
-            self._storages[key] = create_counter(*key)
-        return self._storages[key]
-
-    def _failure_store(self, loaded: LoadedConfig) -> Any:
-        """Where failed authentications are counted: the rate-limit store's URL, else process
-        memory; shared across reloads like the rate-limit counter."""
-        auth, limits = loaded.settings.auth, loaded.settings.rate_limits
-        if auth is None or auth.failure_limit is None:
-            return None
-        key = ("memory://", "", 0.0) if limits is None else \
-            (limits.storage, limits.key_prefix, limits.store_timeout)
-        if key not in self._failure_stores:
-            from gateway.ratelimit.counters import limits_storage
-
-            self._failure_stores[key] = limits_storage(*key)
-        return self._failure_stores[key]
-
     def _close_later(self, decision_log: DecisionLog) -> None:
         task = asyncio.ensure_future(decision_log.aclose())
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
 
     async def _retire(self, old: Generation) -> None:
-        """Once `old` has no request left, close what no other live generation still uses."""
+        """Once `old` has no request left, close it (and what no live generation still uses)."""
         await old.drained()
         self._live.remove(old)
         await old.aclose()
-        in_use = {id(t) for generation in self._live for t in generation.transports.values()}
-        for transport in old.transports.values():
-            if id(transport) not in in_use:
-                await transport.aclose()
         log.info("config generation retired", extra={"fields": {"generation": old.number}})
         refreeze()
 
     async def aclose(self) -> None:
-        """Close every upstream client once in-flight requests are done."""
+        """Close everything once in-flight requests are done."""
         if self._retiring:
             await asyncio.gather(*self._retiring, return_exceptions=True)
         await self.current.aclose()
-        for transport in self.current.transports.values():
-            await transport.aclose()
         await self.decision_log.aclose()
 
 
@@ -203,12 +170,37 @@ def _show_revision(generation: Generation) -> None:
     observability.POLICY_REVISION.labels(generation.revision).set(1)
 
 
-def _mount_surfaces(loaded: LoadedConfig) -> list[Mount]:
+def _counter(loaded: LoadedConfig, lease: Lease) -> Any:
+    """The rate-limit counter, shared across reloads so no count is lost on a config change."""
+    limits = loaded.settings.rate_limits
+    if limits is None:
+        return None
+    from gateway.ratelimit.counters import create_counter
+
+    key = (limits.strategy, limits.storage, limits.key_prefix, limits.store_timeout)
+    return lease.acquire(("rate_limits", *key), lambda: create_counter(*key))
+
+
+def _failure_store(loaded: LoadedConfig, lease: Lease) -> Any:
+    """Where failed authentications are counted: the rate-limit store's URL, else process
+    memory; shared across reloads like the rate-limit counter."""
+    auth, limits = loaded.settings.auth, loaded.settings.rate_limits
+    if auth is None or auth.failure_limit is None:
+        return None
+    from gateway.ratelimit.counters import close_limits_storage, limits_storage
+
+    key = ("memory://", "", 0.0) if limits is None else \
+        (limits.storage, limits.key_prefix, limits.store_timeout)
+    return lease.acquire(("auth_failures", *key), lambda: limits_storage(*key),
+                         close_limits_storage)
+
+
+def _mount_surfaces(loaded: LoadedConfig, lease: Lease) -> list[Mount]:
     """Every installed surface the config enables, built for this generation."""
     settings = loaded.settings
     packs = tuple(PolicyPack.model_validate(pack) for pack in loaded.policies.values())
     context = MountContext(settings, registry.capabilities(settings), loaded.modified, packs,
-                           loaded.bundle)
+                           loaded.bundle, lease)
     return [mount for surface in registry.surfaces()
             if (mount := surface.mount(context)) is not None]
 

@@ -14,13 +14,14 @@ import math
 import signal
 import socket
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 
 from gateway import observability, telemetry
 from gateway.admin import create_admin_app
 from gateway.app import GatewayApp
+from gateway.asgi import ASGIApp
 from gateway.edge import protocol_for
 from gateway.gctune import tune_after_startup
 from gateway.headlimits import HeadLimits
@@ -41,14 +42,16 @@ class Server(uvicorn.Server):
 
 
 def listener(
-    app: Any, host: str, port: int, *, lifespan: str = "off", grace: float = 30.0,
-    limits: HeadLimits | None = None, keep_alive: float = 15.0,
+    app: ASGIApp, host: str, port: int, *, lifespan: Literal["auto", "on", "off"] = "off",
+    grace: float = 30.0, limits: HeadLimits | None = None, keep_alive: float = 15.0,
 ) -> Server:
     config = uvicorn.Config(
         app, host=host, port=port, lifespan=lifespan, loop="none",
         http=protocol_for(limits or HeadLimits()), ws="none",  # upgrades reach the app as HTTP
         log_config=None, access_log=False, server_header=False, proxy_headers=False,
-        timeout_graceful_shutdown=math.ceil(grace), timeout_keep_alive=keep_alive,
+        timeout_graceful_shutdown=math.ceil(grace),
+        # uvicorn annotates an int, but only hands it to loop.call_later: fractions work
+        timeout_keep_alive=keep_alive,  # type: ignore[arg-type]
     )
     return Server(config)
 

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from gateway.auth.config import Url
+from gateway.strict import Strict
 
 Category = Literal[
     "productivity", "ecommerce", "finance", "news", "weather", "maps", "search", "data",
     "communication", "calendar", "storage", "media", "health", "education", "travel", "food",
     "government", "developer",
 ]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Organization(Strict):

@@ -9,8 +9,6 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -19,6 +17,7 @@ from pydantic import (
 from gateway.auth.config import Auth, Demo, HeaderName
 from gateway.ratelimit.config import RateLimits
 from gateway.service import Service
+from gateway.strict import Strict
 from gateway.weak_secrets import CREDENTIAL_HEADERS
 
 Port = Annotated[int, Field(ge=0, le=65535)]
@@ -34,10 +33,6 @@ def _network(value: str) -> str:
 
 Network = Annotated[str, AfterValidator(_network)]
 Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Listener(Strict):

@@ -11,9 +11,10 @@ The core never imports a surface: it finds them through `gateway.registry`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -21,7 +22,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway import errors
+from gateway.asgi import ASGIApp
 from gateway.capability import Capability
+from gateway.exchange import Exchange
+from gateway.lifetimes import Lease, Resources
 
 if TYPE_CHECKING:
     from gateway.policy.bundle import PolicyBundle
@@ -30,14 +34,40 @@ if TYPE_CHECKING:
     from gateway.settings import Settings
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
-ErrorRenderer = Callable[[errors.GatewayError, str], Response]
-Endpoint = Callable[[dict[str, Any], Any, Any], Awaitable[None]]  # an ASGI app
+ErrorRenderer = Callable[[errors.GatewayError, Exchange], Response]
+Endpoint = ASGIApp
+ExchangeEndpoint = Callable[[Exchange], Awaitable[Response]]
 
 
-def gateway_error_response(error: errors.GatewayError, request_id: str) -> Response:
+def gateway_error_response(error: errors.GatewayError, exchange: Exchange) -> Response:
     """The gateway's own error dialect, for paths no surface owns."""
-    return Response(errors.json_error_body(error, request_id), error.status,
+    return Response(errors.json_error_body(error, exchange.request_id), error.status,
                     {"cache-control": "no-store", **dict(error.headers)}, "application/json")
+
+
+class Admission(Enum):
+    """What the pipeline does before a surface endpoint runs."""
+
+    REQUIRED = "required"  # authenticate (refusing what the route rules refuse), rate-limit
+    OPTIONAL = "optional"  # the same, but an unusable credential makes the caller anonymous
+    SURFACE = "surface"  # the endpoint reads its body first (a signature covers it), then
+    #                      asks the pipeline to admit the caller
+
+
+class SurfaceRoute(Route):
+    """A surface's route: the endpoint takes the request's `Exchange` and returns a response;
+    failures are raised and answered once, by the app, in the owner's dialect."""
+
+    def __init__(self, path: str, endpoint: ExchangeEndpoint, *, methods: list[str],
+                 name: str | None = None, admission: Admission = Admission.REQUIRED) -> None:
+        super().__init__(path, _not_served_directly, methods=methods,
+                         name=name or getattr(endpoint, "__name__", None))
+        self.run = endpoint
+        self.admission = admission
+
+
+async def _not_served_directly(request: Any) -> Response:
+    raise RuntimeError("a SurfaceRoute is served by the gateway app, never as an ASGI route")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +79,9 @@ class MountContext:
     modified: date | None = None  # the config file's last change
     policies: tuple[PolicyPack, ...] = ()  # the policy files, validated
     bundle: PolicyBundle | None = None  # every rule, for surfaces that decide themselves
+    # Resources that outlive the generation (stores, sinks): acquired here, they are carried
+    # over a reload with the same settings and closed once, by the last generation using them.
+    shared: Lease = field(default_factory=lambda: Resources().lease())
 
 
 @dataclass(slots=True)
@@ -56,7 +89,7 @@ class Mount:
     """One surface as served by one config generation."""
 
     name: str
-    routes: list[BaseRoute] = field(default_factory=list)
+    routes: Sequence[BaseRoute] = field(default_factory=list)
     documents: dict[str, Endpoint] = field(default_factory=dict)  # exact paths, public
     public_paths: frozenset[str] = frozenset()  # route paths served without a token
     render_error: ErrorRenderer = gateway_error_response

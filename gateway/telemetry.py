@@ -13,9 +13,10 @@ import threading
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
+from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
@@ -103,7 +104,7 @@ class DropCounter(SpanProcessor):
         inner = getattr(batch, "_batch_processor", None)  # the SDK keeps its queue private
         self._queue = getattr(inner, "_queue", None)
 
-    def on_start(self, span, parent_context=None) -> None:  # type: ignore[no-untyped-def]
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         self._batch.on_start(span, parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:

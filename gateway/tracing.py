@@ -28,8 +28,8 @@ from opentelemetry.trace import (
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway import errors
+from gateway.asgi import RawHeaders, Scope
 
-RawHeaders = list[tuple[bytes, bytes]]
 Attributes = Mapping[str, str | int | float | bool | tuple[str, ...]]
 # W3C Trace Context and Baggage: the gateway owns these fields on upstream requests.
 CONTEXT_FIELDS = frozenset({b"traceparent", b"tracestate", b"baggage"})
@@ -60,7 +60,7 @@ def enabled() -> bool:
     return _state is not None
 
 
-def request_span(method: str, scope: dict[str, Any], trusted: bool,
+def request_span(method: str, scope: Scope, trusted: bool,
                  attributes: Attributes) -> contextlib.AbstractContextManager[Any]:
     """The server span of one request: the caller's trace when it may continue one, else a
     new trace. Renamed and completed with `finish_request` before it ends."""

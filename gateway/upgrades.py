@@ -9,17 +9,13 @@ the request is answered over HTTP/1.1. Under an ASGI server that does speak WebS
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
+from gateway.asgi import Message, RawHeaders, Receive, Scope, Send
 from gateway.errors import GatewayError
 
 CODE = "websocket_not_supported"
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
-def wants_websocket(headers: list[tuple[bytes, bytes]]) -> bool:
+def wants_websocket(headers: RawHeaders) -> bool:
     """Whether an `Upgrade` field names websocket (any case, any version suffix)."""
     for name, value in headers:
         if name == b"upgrade":
@@ -34,22 +30,22 @@ def websocket_refused() -> GatewayError:
                         headers=(("connection", "close"),))
 
 
-def as_http_scope(scope: dict[str, Any]) -> dict[str, Any]:
+def as_http_scope(scope: Scope) -> Scope:
     """A `websocket` scope as the `http` request its handshake was."""
     scheme = "https" if scope.get("scheme") == "wss" else "http"
     return {**scope, "type": "http", "method": "GET", "scheme": scheme}
 
 
-def denial_channel(scope: dict[str, Any], send: Send) -> tuple[Receive, Send] | None:
+def denial_channel(scope: Scope, send: Send) -> tuple[Receive, Send] | None:
     """`receive` and `send` for answering a `websocket` scope's handshake with an HTTP
     response (the ASGI `websocket.http.response` extension); None when the server lacks it."""
     if "websocket.http.response" not in scope.get("extensions", {}):
         return None
 
-    async def as_denial(message: dict[str, Any]) -> None:
+    async def as_denial(message: Message) -> None:
         await send({**message, "type": "websocket." + message["type"]})
 
-    async def no_body() -> dict[str, Any]:
+    async def no_body() -> Message:
         return {"type": "http.request", "body": b"", "more_body": False}
 
     return no_body, as_denial

@@ -526,3 +526,40 @@ def test_the_public_ai_document_never_names_a_private_collection(tmp_path):
                 if c.id == "aidre_search"]
     assert "articles" in search.params["collection"]
     assert "staff" not in search.params["collection"]
+
+
+# --------------------------------------------------------------------------- bookkeeping
+
+
+def _logged(gateway: Gateway, request_id: str) -> dict:
+    deadline = time.monotonic() + 5
+    while True:
+        for line in Path(gateway.process.stdout_path).read_text().splitlines():
+            record = json.loads(line)
+            if record.get("request_id") == request_id:
+                return record
+        assert time.monotonic() < deadline, f"no access log line for {request_id}"
+        time.sleep(0.05)
+
+
+def test_every_refusal_is_logged_with_its_error_code_whichever_route_refused(
+        backend: str, tmp_path: Path):
+    """The app records the code of every error it answers, whether the pipeline refused the
+    caller before the endpoint ran or the endpoint raised (one place, not one per surface).
+    A gateway process of its own: the access log is its standard output."""
+    gateway = Gateway(aidre_gateway_config(backend, tmp_path), tmp_path)
+    try:
+        _refusals_are_logged(gateway)
+    finally:
+        gateway.stop()
+
+
+def _refusals_are_logged(gateway: Gateway) -> None:
+    wrong_key = {"x-api-key": "not-a-key", "content-type": AIDRE_JSON}
+    for method, path in (("GET", "/collections"), ("POST", "/search"),
+                         ("GET", "/chunks/articles:art-0001")):
+        response = httpx.request(method, gateway.url + path, headers=wrong_key,
+                                 content=b'{"query": "refund"}', timeout=10)
+        assert_error(response, 401, "unauthorized")
+        record = _logged(gateway, response.headers["x-request-id"])
+        assert record["status"] == 401 and record["error"] == "invalid_token", (path, record)

@@ -7,6 +7,8 @@ retrieve-response.schema.json and aip.json against aip.schema.json.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -403,6 +405,58 @@ def test_unmappable_upstream_json_is_an_error(gateway: Gateway):
     assert "10.0.0.7" not in response.text and "nothing to see" not in response.text
 
 
+SECRET = "internal-7f3a"
+GOOD_HIT = {"id": "good-1", "title": "A good hit", "text": "Some text to cut into chunks.",
+            "url": "https://pub.example.com/good"}
+WRONG_KINDS = {  # source -> (its search answer, its article answer or None, the slot broken)
+    "idbool": ({"items": [GOOD_HIT, {**GOOD_HIT, "id": True}]}, None, "id"),
+    "titlenumber": ({"items": [GOOD_HIT, {**GOOD_HIT, "title": 5}]}, None, "fields.title"),
+    "idobject": ({"items": [{**GOOD_HIT, "id": {"db": SECRET}}]}, None, "id"),
+    "articletitle": ({"items": [GOOD_HIT]}, {**GOOD_HIT, "body": "Text.", "title": 5},
+                     "fields.title"),
+}
+
+
+def replying(name: str) -> dict[str, Any]:
+    """A source (and domain) whose search and article read the echo upstream answers as
+    WRONG_KINDS[name] says."""
+    search, article, _ = WRONG_KINDS[name]
+    hit = {"items": "items", "id": "id", "text": "text",
+           "fields": {"title": "title", "url": "url"}}
+    source: dict[str, Any] = {"domains": [name], "search": {
+        "upstream": "echo", "method": "POST", "path": "/reply",
+        "body": {"q": "{query}", **search}, "mapping": hit}}
+    if article is not None:
+        source["article"] = {"upstream": "echo", "method": "POST", "path": "/reply",
+                             "body": {**article, "asked": "{id}"},
+                             "mapping": {"id": "id", "text": "body", "fields": hit["fields"]}}
+    return source
+
+
+def test_upstream_values_of_the_wrong_kind_are_upstream_errors_in_the_aip_envelope(
+        backend, canned, echo, gateway_factory, tmp_path):
+    """The same mapping errors as AIDRE's: a 502 naming no value, never a 500 or a traceback."""
+    config = aip_config(backend, canned, tmp_path, aip={
+        "editorial_domains": list(WRONG_KINDS),
+        "sources": {name: replying(name) for name in WRONG_KINDS}})
+    config["upstreams"]["echo"] = {"url": echo}
+    started = gateway_factory(config)
+    for name in WRONG_KINDS:
+        response = retrieve(started, ask(name, "anything"))
+        body = answer(response, 502, "error")
+        assert body["error"] == {"code": "upstream_error",
+                                 "message": "Temporary failure; retry later."}, name
+        assert body["request_id"] == "req_92fA1"
+        for leaked in (SECRET, "True", "good-1", "5"):
+            assert leaked not in response.text.replace(body["timestamp"], ""), (name, leaked)
+    logs = started.process.stdout() + started.process.stderr()
+    assert "unhandled error" not in logs and '"exception"' not in logs and "Traceback" not in logs
+    assert SECRET not in logs  # operators learn which slot, not the value
+    assert all(f'"slot":"{slot}"' in logs for _, _, slot in WRONG_KINDS.values())
+    assert started.metric("aigw_upstream_errors_total", upstream="echo",
+                          kind="mapping") == len(WRONG_KINDS)
+
+
 def test_latency_budget_bounds_the_upstream_wait(gateway: Gateway):
     response = retrieve(gateway, ask("slow", "slow", runtime={"latency_budget_ms": 200}))
     assert answer(response, 504, "error")["error"]["code"] == "upstream_timeout"
@@ -480,6 +534,30 @@ def test_wrong_method_answers_in_the_aip_dialect(gateway: Gateway):
     response = httpx.get(gateway.url + "/pag/retrieve")
     assert response.headers["allow"] == "POST"
     answer(response, 405, "error")
+
+
+# --------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize("operation,template,placeholder,filled", [
+    ("search", {"path": "/api/v1/articles/{visibility}/search"}, "visibility",
+     "{fetch}, {limit}, {offset}, {query}, {top_k}"),
+    ("article", {"query": {"q": "{query}"}}, "query", "{id}"),
+])
+def test_validate_refuses_a_placeholder_the_operation_does_not_fill(
+        backend, canned, tmp_path, operation, template, placeholder, filled):
+    """Such a config used to load, and then every retrieve failed (500, a KeyError)."""
+    config = aip_config(backend, canned, tmp_path)
+    source = config["aip"]["sources"]["articles"]
+    source[operation] = {**source[operation], **template}
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = subprocess.run([sys.executable, "-m", "gateway", "validate", str(path)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 1, result.stdout
+    assert f"{path}: aip.sources.articles.{operation}: unknown placeholder {{{placeholder}}}; " \
+           f"this operation fills {filled}" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 # --------------------------------------------------------------------------- token counting

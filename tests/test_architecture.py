@@ -30,7 +30,9 @@ def test_import_contracts_hold():
 
 
 def test_the_import_graph_has_no_cycles():
-    graph = grimp.build_graph("gateway")
+    """Imports made at run time form no cycle. An import under `TYPE_CHECKING` only names a
+    type for an annotation (the exchange names the generation that holds it), so it may."""
+    graph = grimp.build_graph("gateway", exclude_type_checking_imports=True)
     cycles = []
     for module in sorted(graph.modules):
         for imported in graph.find_modules_directly_imported_by(module):

@@ -155,6 +155,21 @@ def test_yaml_syntax_errors_give_line_and_column(tmp_path: Path):
     assert problem.startswith(f"{path}: line ") and "invalid YAML" in problem
 
 
+def test_a_file_that_is_not_utf8_is_a_config_error_not_a_crash(tmp_path: Path):
+    # The handler read `strerror`, which only OSError has: loading raised AttributeError.
+    path = tmp_path / "gateway.yaml"
+    text = b"upstreams:\n  legacy: {url: 'http://h\xff'}\n"
+    path.write_bytes(text)
+    assert issues_of(path) == [
+        f"{path}: (top level): expected UTF-8 text; invalid byte at offset {text.index(0xff)}"]
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "latin1.yaml").write_bytes(b"description: r\xe9vis\xe9\n")
+    path.write_text("policies: policies\nupstreams:\n  a: {url: 'http://h'}\n")
+    assert issues_of(path) == [
+        f"{policies / 'latin1.yaml'}: (top level): expected UTF-8 text; invalid byte at offset 14"]
+
+
 def test_policy_files_are_loaded_and_their_errors_name_the_file(tmp_path: Path):
     policies = tmp_path / "policies"
     policies.mkdir()

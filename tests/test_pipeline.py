@@ -4,28 +4,46 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
 from processes import free_port
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from gateway import errors
 from gateway.context import RequestContext
-from gateway.mapping import compile_mapping
+from gateway.dispatch import serve_surface
+from gateway.exchange import Exchange
+from gateway.mapping import UpstreamValueError, compile_mapping
 from gateway.model import ALLOW, Decision, Hit, Principal, Query, TokenKind, deny
-from gateway.pipeline import Pipeline, UpstreamCall
+from gateway.operations import Operation, Placeholders, UpstreamOperation, compile_operation
+from gateway.pipeline import Pipeline
 from gateway.proxy import ProxyTarget
 from gateway.settings import Upstream
+from gateway.surface import Mount, SurfaceRoute
 from gateway.upstream import create_transport
 
-SEARCH_MAPPING = compile_mapping({
+SEARCH_MAPPING = {
     "items": "items", "id": "id", "text": "snippet", "score": "score",
     "fields": {"title": "title", "url": "url"}, "metadata": {"updated_at": "updated_at"},
-})
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Keywords(Placeholders):
+    """The test surface's one kind of operation."""
+
+    query: str
+    limit: int
+
+
+SEARCH = compile_operation(UpstreamOperation(
+    upstream="demo", path="/api/v1/articles/search", query={"q": "{query}", "limit": "{limit}"},
+    mapping=SEARCH_MAPPING), "search", {"demo"}, Keywords)
 
 
 class KeywordSurface:
@@ -33,8 +51,7 @@ class KeywordSurface:
 
     name = "test-surface"
 
-    def __init__(self, target: ProxyTarget, trail: list[str]) -> None:
-        self.target = target
+    def __init__(self, trail: list[str]) -> None:
         self.trail = trail
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
@@ -44,18 +61,18 @@ class KeywordSurface:
             raise errors.GatewayError(400, "invalid_request", "q is required")
         return Query(text=text, top_k=int(request.query_params.get("k", "3")))
 
-    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall:
+    def plan(self, query: Query, ctx: RequestContext) -> tuple[Operation[Any], Placeholders]:
         self.trail.append("plan")
-        params = {"q": query.text, "limit": query.top_k}
-        return UpstreamCall(self.target, "GET", "/api/v1/articles/search", SEARCH_MAPPING, params)
+        return SEARCH, Keywords(query=query.text or "", limit=query.top_k)
 
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
         self.trail.append("render")
         results = [{"id": h.id, "title": h.fields["title"], "score": h.score} for h in hits]
         return JSONResponse({"results": results, "request_id": ctx.request_id})
 
-    def render_error(self, error: errors.GatewayError, ctx: RequestContext) -> Response:
-        return JSONResponse({"fault": error.code, "request_id": ctx.request_id},
+    def render_error(self, error: errors.GatewayError, exchange: Exchange) -> Response:
+        self.trail.append(f"error {exchange.ctx.error_code}")
+        return JSONResponse({"fault": error.code, "request_id": exchange.request_id},
                             status_code=error.status)
 
 
@@ -91,13 +108,21 @@ async def client_for(
     transport = create_transport(Upstream(url=url, timeout={"connect": 1, "read": 2}))
     target = ProxyTarget("demo", url, url.removeprefix("http://").encode(), False, transport)
     stages = RecordingStages(trail, limit)
-    pipeline = Pipeline(authenticator=stages, limiter=stages, policy=stages)
-    surface = KeywordSurface(target, trail)
+    pipeline = Pipeline(authenticator=stages, limiter=stages, policy=stages,
+                        targets={"demo": target})
+    surface = KeywordSurface(trail)
 
-    async def endpoint(request: Request) -> Response:
-        return await pipeline.retrieve(surface, request, RequestContext("rid-1", "GET", "/", ""))
+    async def search(exchange: Exchange) -> Response:
+        return await pipeline.retrieve(surface, exchange)
 
-    app = Starlette(routes=[Route("/search", endpoint)])
+    mount = Mount("test", [SurfaceRoute("/search", search, methods=["GET"])],
+                  render_error=surface.render_error)
+
+    async def app(scope: dict, receive: Any, send: Any) -> None:
+        """What the gateway app does for a path a surface owns (gateway.dispatch)."""
+        ctx = RequestContext("rid-1", scope["method"], scope["path"], "")
+        generation: Any = SimpleNamespace(pipeline=pipeline)
+        await serve_surface(mount, Exchange(Request(scope, receive, send), ctx, generation), send)
     try:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://gw") as client:
@@ -129,7 +154,7 @@ async def test_a_rate_limit_denial_stops_before_validation(backend, trail):
         response = await client.get("/search", params={"q": "refund"})
     assert response.status_code == 429
     assert response.json() == {"fault": "rate_limited", "request_id": "rid-1"}
-    assert trail == ["authenticate", "rate limit"]
+    assert trail == ["authenticate", "rate limit", "error rate_limited"]
 
 
 async def test_a_policy_denial_never_reaches_the_upstream(backend, trail):
@@ -160,6 +185,13 @@ def test_mapping_errors_name_the_path():
         compile_mapping({"items": "items"}, "m")
 
 
+@pytest.mark.parametrize("empty", ["", None])
+def test_an_empty_id_expression_is_refused_when_the_config_loads(empty):
+    # Was taken for "no id" and compiled to None: every search then failed with AttributeError.
+    with pytest.raises(ValueError, match=r"m.id: expected a JMESPath expression"):
+        compile_mapping({"items": "items", "id": empty}, "m")
+
+
 def test_mapping_turns_upstream_items_into_hits_and_skips_items_without_id():
     mapping = compile_mapping({"items": "data.rows", "id": "key", "vector": "emb",
                                "metadata": {"updated_at": "meta.updated"}})
@@ -170,3 +202,13 @@ def test_mapping_turns_upstream_items_into_hits_and_skips_items_without_id():
     assert [(h.id, h.vector, h.metadata) for h in hits] == [
         ("7", [0.1, 0.2], {"updated_at": "2024-01-01T00:00:00Z"})
     ]
+
+
+def test_items_of_the_wrong_kind_fail_the_answer_and_absent_items_are_none():
+    mapping = compile_mapping({"items": "items", "id": "id"})
+    assert mapping.hits({"items": {"id": "one"}})[0].id == "one"  # one object: one item
+    assert mapping.hits({"items": None}) == mapping.hits({}) == []
+    for wrong in ("nothing to see", 7, True):
+        with pytest.raises(UpstreamValueError) as caught:
+            mapping.hits({"items": wrong})
+        assert (caught.value.slot, caught.value.expected) == ("items", "a list or an object")

@@ -60,3 +60,50 @@ async def test_a_config_that_validates_but_cannot_be_built_keeps_the_old_one(tmp
     assert observability.CONFIG_RELOADS.labels("failure")._value.get() == before + 1
     assert runtime.current.number == 1
     await runtime.aclose()
+
+
+def _with_stores(tmp_path: Path, name: str, *, limits_storage: str, registry_prefix: str):
+    """A config whose generation holds a rate-limit counter and an AIDIP registry."""
+    file = tmp_path / f"{name}.yaml"
+    file.write_text(yaml.safe_dump({
+        "public_base_url": "http://127.0.0.1:8080",
+        "upstreams": {"a": {"url": "http://127.0.0.1:9"}},
+        "rate_limits": {"storage": limits_storage, "rules": [
+            {"name": "all", "paths": ["/"], "limit": "100/minute", "key": "client"}]},
+        "aidip": {"registry": {"key_prefix": registry_prefix}}}))
+    return load_config(file, env={})
+
+
+def _closing(resource: object, closed: list[str], name: str) -> None:
+    original = resource.aclose  # type: ignore[attr-defined]
+
+    async def record() -> None:
+        closed.append(name)
+        await original()
+
+    resource.aclose = record  # type: ignore[attr-defined]
+
+
+async def test_every_shared_resource_is_closed_once_by_the_last_generation_using_it(
+        tmp_path: Path):
+    """Rate-limit counters and surfaces' stores live as long as the generations that lease
+    them: kept over a reload with the same settings, closed once when none uses them."""
+    runtime = Runtime(_with_stores(tmp_path, "one", limits_storage="memory://",
+                                   registry_prefix="aigw:agents"))
+    closed: list[str] = []
+    first = runtime.current
+    counter = first.pipeline.limiter._counter  # type: ignore[attr-defined]
+    _closing(counter, closed, "counter")
+    registry = runtime.shared  # one entry per key, whichever generations hold it
+    held_before = len(registry)  # the upstream client, the counter, the AIDIP registry, ...
+    second = runtime.swap(_with_stores(tmp_path, "two", limits_storage="memory://",
+                                       registry_prefix="aigw:agents"))
+    assert second.pipeline.limiter._counter is counter  # type: ignore[attr-defined]
+    await asyncio.sleep(0.05)  # generation 1 retires: nothing it shared is closed
+    assert closed == [] and len(registry) == held_before
+    runtime.swap(_with_stores(tmp_path, "three", limits_storage="memory://",
+                              registry_prefix="aigw:other"))
+    await asyncio.sleep(0.05)  # generation 2 retires: its registry is no one's now
+    assert len(registry) == held_before and closed == []
+    await runtime.aclose()
+    assert closed == ["counter"] and len(registry) == 0

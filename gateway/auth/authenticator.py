@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from gateway import tracing
+from gateway.asgi import Scope
 from gateway.auth.apikeys import ApiKeyStore
 from gateway.auth.cache import TtlCache, digest
 from gateway.auth.config import Auth
@@ -24,7 +25,7 @@ from gateway.model import ANONYMOUS, Decision, Principal, deny
 from gateway.observability import AUTH_FAILURES
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.decisions import note
-from gateway.policy.rules import Outcome
+from gateway.policy.rules import Effect, Outcome
 from gateway.ratelimit.counters import limits_storage
 
 _POLICY_REFUSALS = ("missing_credentials", "insufficient_scope")
@@ -45,7 +46,7 @@ class Authenticator:
         self._failures = None if auth.failure_limit is None else FailureLimiter(
             auth.failure_limit, failure_store or limits_storage("memory://", "", 1.0))
 
-    async def authenticate(self, ctx: RequestContext, scope: dict) -> Principal | Decision:
+    async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal | Decision:
         access = self.routes.access(ctx.path, ctx.method)
         outcome = await self._authenticate(ctx, scope, access)
         self._note(ctx, access, outcome)
@@ -58,14 +59,16 @@ class Authenticator:
             return
         if isinstance(outcome, Decision) and outcome.code not in _POLICY_REFUSALS:
             return
-        principal = outcome if isinstance(outcome, Principal) else ANONYMOUS
-        effect = "allow" if isinstance(outcome, Principal) else "deny"
-        why = "admitted" if effect == "allow" else (outcome.code or "refused")
+        effect: Effect
+        if isinstance(outcome, Principal):
+            principal, effect, why = outcome, "allow", "admitted"
+        else:
+            principal, effect, why = ANONYMOUS, "deny", outcome.code or "refused"
         note(ctx, "gateway", self.routes.ask(ctx.path, ctx.method, principal),
              Outcome(effect, access.rule, "enforce", why),
              self.routes.shadow(ctx.path, ctx.method, principal))
 
-    async def _authenticate(self, ctx: RequestContext, scope: dict,
+    async def _authenticate(self, ctx: RequestContext, scope: Scope,
                             access: Access) -> Principal | Decision:
         try:
             credential = extract(scope, self.auth, self.api_keys.header if self.api_keys else None)

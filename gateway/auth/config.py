@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, Field, SecretStr
 
 from gateway.ratelimit.rates import Rate
+from gateway.strict import Strict
 
 Seconds = Annotated[float, Field(gt=0, le=86400 * 7)]
 TokenKindName = Literal["owner", "client"]
@@ -34,10 +35,6 @@ PathPrefix = Annotated[str, AfterValidator(_path_prefix)]
 HeaderName = Annotated[str, Field(pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")]
 # A grant as config writes it: stream (or collection) name -> readable fields, or "*" for all.
 GrantSpec = dict[str, list[str] | Literal["*"]]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class JwksCache(Strict):

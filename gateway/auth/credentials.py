@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
+from gateway.asgi import RawHeaders, Scope
 from gateway.auth.config import Auth
 
-RawHeaders = list[tuple[bytes, bytes]]
 _TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
@@ -26,7 +26,7 @@ class Credential:
     value: str
 
 
-def extract(scope: dict, auth: Auth, api_key_header: bytes | None) -> Credential | None:
+def extract(scope: Scope, auth: Auth, api_key_header: bytes | None) -> Credential | None:
     """The request's credential, None when it has none; raises on ambiguity or bad syntax."""
     headers: RawHeaders = scope["headers"]
     authorizations = [value for name, value in headers if name == b"authorization"]

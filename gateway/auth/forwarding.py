@@ -6,10 +6,9 @@ and the client's own credential stays at the gateway unless `forward_token` says
 
 from __future__ import annotations
 
+from gateway.asgi import RawHeaders
 from gateway.auth.config import Auth, IdentityHeaders
 from gateway.model import Principal
-
-RawHeaders = list[tuple[bytes, bytes]]
 
 
 class IdentityForwarding:
@@ -35,9 +34,12 @@ class IdentityForwarding:
             "scopes": " ".join(sorted(principal.scopes)) or None,
             "token_kind": principal.kind.value,
         }
-        return [(name, values[field].encode("latin-1", "replace"))
-                for field, name in self._names.items()
-                if name is not None and values.get(field) is not None]
+        found: RawHeaders = []
+        for field, name in self._names.items():
+            value = values.get(field)
+            if name is not None and value is not None:
+                found.append((name, value.encode("latin-1", "replace")))
+        return found
 
 
 def _encoded(name: str | None) -> bytes | None:

@@ -9,6 +9,7 @@ without its `field` or without a bound, a stream named twice, or a member it doe
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from gateway.auth.config import GrantSpec
@@ -99,9 +100,10 @@ def _stream(entry: Any) -> tuple[str, StreamGrant]:
     if "instance_ids" in entry:
         _names(entry["instance_ids"], "instance_ids")
     resources = _names(entry["resources"], "resources") if "resources" in entry else None
-    window = _window(entry["time_constraint"]) if "time_constraint" in entry \
+    time_field, since, until = _window(entry["time_constraint"]) if "time_constraint" in entry \
         else (None, None, None)
-    return entry["name"], StreamGrant(_fields(entry["fields"]), *window, resources)
+    return entry["name"], StreamGrant(_fields(entry["fields"]), time_field, since, until,
+                                      resources)
 
 
 def _fields(value: Any) -> frozenset[str] | None:
@@ -150,7 +152,14 @@ def merge(grants: list[Grant]) -> Grant:
     ids = {g.grant_id for g in grants if g.grant_id}
     expiries = [g.expires_at for g in grants if g.expires_at is not None]
     return Grant(streams, ids.pop() if len(ids) == 1 else None,
-                 min(expiries, key=instant) if expiries else None)
+                 min(expiries, key=_expiry) if expiries else None)
+
+
+def _expiry(expires_at: str) -> datetime:
+    moment = instant(expires_at)
+    if moment is None:  # grant_from_detail checks it; a grant made elsewhere may not have been
+        raise GrantError("The grant's expires_at must be an ISO 8601 instant.")
+    return moment
 
 
 def _union(a: StreamGrant, b: StreamGrant) -> StreamGrant:

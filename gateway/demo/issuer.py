@@ -207,7 +207,9 @@ ROUTES = [
 
 def create_issuer_app(settings: DemoIssuer, key: Key) -> Starlette:
     """The issuer app; opaque tokens live in this app's memory only."""
-    app = Starlette(routes=ROUTES, exception_handlers={OAuthError: _oauth_error})
+    # Starlette types every handler as taking any Exception; this one gets an OAuthError.
+    app = Starlette(routes=ROUTES,
+                    exception_handlers={OAuthError: _oauth_error})  # type: ignore[dict-item]
     app.state.issuer = IssuerState(settings, key)
     return app
 

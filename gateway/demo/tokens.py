@@ -61,7 +61,8 @@ def _required(issuer: str) -> dict[str, Any]:
 def read_token(key: Key, token: str, *, issuer: str) -> dict[str, Any] | None:
     """The claims of a JWT this issuer signed and that is valid now, else None."""
     try:
-        claims = _JWT.decode(token, key, claims_options=_required(issuer))
+        # types-Authlib leaves a Key out of decode's key types; authlib takes one as it is
+        claims = _JWT.decode(token, key, claims_options=_required(issuer))  # type: ignore[call-overload]
         claims.validate()
     except (JoseError, ValueError, TypeError):
         return None

@@ -8,7 +8,7 @@ removed from the upstream's answer afterwards (`after`) even if the upstream sen
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -16,7 +16,7 @@ from gateway.context import RequestContext
 from gateway.model import Decision, Hit, Principal, Query, deny
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.decisions import note
-from gateway.policy.rules import Ask
+from gateway.policy.rules import Ask, Rule
 
 # Result parts no collection can produce: asking for them follows `Query.strict_fields`.
 UNAVAILABLE_PARTS = frozenset({"semantic_payload"})
@@ -63,8 +63,7 @@ class PolicyEngine:
                      ctx: RequestContext | None = None) -> frozenset[str]:
         """The record visibilities this caller may see in a resource it can read."""
         resource = self.collections[name]
-        named = {rule.visibility for rule in self.bundle.of_kind("record_visibility", shadow=True)
-                 if getattr(rule, "collection", None) == name}
+        named = _named_visibilities(self.bundle.of_kind("record_visibility", shadow=True), name)
         seen = set()
         for value in sorted({"public", resource.visibility} | named):
             ask = Ask("record_visibility", name, principal,
@@ -145,3 +144,13 @@ def record_visibility(resource: Resource, hit: Hit) -> str | None:
         return resource.visibility
     return value if isinstance(value, str) else None
 
+
+def _named_visibilities(rules: Iterable[Rule], collection: str) -> set[str]:
+    """The visibilities `record_visibility` rules name for a collection. The kind is a surface's
+    (AIDRE's), so its fields are read by name: the core imports no surface."""
+    found = set()
+    for rule in rules:
+        visibility = getattr(rule, "visibility", None)
+        if getattr(rule, "collection", None) == collection and isinstance(visibility, str):
+            found.add(visibility)
+    return found

@@ -14,15 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from gateway.model import Principal, TokenKind
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.rules import Ask, Effect, KindName
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from gateway.strict import Strict
 
 
 class PrincipalSpec(Strict):

@@ -16,22 +16,19 @@ a platform...). The semantics, stated once (README "Policy rules"):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from gateway.model import Principal
+from gateway.strict import Strict
 
 Effect = Literal["allow", "deny"]
 Mode = Literal["enforce", "shadow"]
 RuleId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/#\[\]-]{0,127}$")]
 KindName = Literal["anonymous", "owner", "client"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Who(Strict):
@@ -114,7 +111,7 @@ class Outcome:
     consulted: tuple[Consulted, ...] = ()
 
 
-def evaluate(rules: list[Rule], ask: Ask, default: Effect, *,
+def evaluate(rules: Sequence[Rule], ask: Ask, default: Effect, *,
              most_specific: bool = False) -> Outcome:
     """The decision of `rules` (already filtered to one mode) on `ask`."""
     selecting = [rule for rule in rules if rule.kind == ask.kind and rule.selects(ask)]

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, Field
 
 from gateway.auth.config import Method, PathPrefix, TokenKindName
 from gateway.ratelimit.rates import Rate
 from gateway.redis_url import check
+from gateway.strict import Strict
 
 _SCHEMES = ("memory", "redis", "rediss", "redis+unix", "redis+cluster", "redis+sentinel")
 KeyName = Literal["client", "subject", "client_id", "address", "platform"]
@@ -24,10 +25,6 @@ def _storage(value: str) -> str:
     if urlsplit(value).scheme not in _SCHEMES:
         raise ValueError(f"expected a storage URL with a scheme among {', '.join(_SCHEMES)}")
     return check(value)
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Tier(Strict):

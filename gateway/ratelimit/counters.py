@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,7 +22,7 @@ from limits.errors import StorageError
 
 from gateway.redis_url import hash_tagged
 
-_STRATEGIES = {
+_STRATEGIES: dict[str, Callable[[Any], strategies.RateLimiter]] = {
     "moving-window": strategies.MovingWindowRateLimiter,
     "sliding-window-counter": strategies.SlidingWindowCounterRateLimiter,
     "fixed-window": strategies.FixedWindowRateLimiter,
@@ -45,7 +46,11 @@ class WindowCounter(Protocol):
 
 class LimitsCounter:
     def __init__(self, strategy: str, storage: Any) -> None:
+        self._storage = storage
         self._strategy = _STRATEGIES[strategy](storage)
+
+    async def aclose(self) -> None:
+        await close_limits_storage(self._storage)
 
     async def hit(self, item: limits.RateLimitItem, *identity: str) -> Count:
         try:
@@ -89,6 +94,9 @@ class RedisSlidingWindow:
         self._script = self._client.register_script(_SLIDING_WINDOW)
         self._prefix = key_prefix
 
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
     async def hit(self, item: limits.RateLimitItem, *identity: str) -> Count:
         import redis.exceptions
 
@@ -125,3 +133,15 @@ def limits_storage(storage_url: str, key_prefix: str, timeout: float) -> Any:
         "async+" + storage_url, implementation="redispy", wrap_exceptions=True,
         key_prefix=key_prefix, socket_timeout=timeout, socket_connect_timeout=timeout,
     )
+
+
+async def close_limits_storage(storage: Any) -> None:
+    """Close what a `limits` async storage opened. `limits` (5.x) offers no close: its Redis
+    storage keeps a redis-py client at `bridge.storage` and its memory storage an expiry task
+    at `timer`; both are released here when present."""
+    client = getattr(getattr(storage, "bridge", None), "storage", None)
+    if client is not None and hasattr(client, "aclose"):
+        await client.aclose()
+    timer = getattr(storage, "timer", None)
+    if timer is not None and hasattr(timer, "cancel"):
+        timer.cancel()

@@ -5,11 +5,11 @@ permissive than it."""
 
 from __future__ import annotations
 
+from gateway.asgi import RawHeaders
 from gateway.integers import ascii_int
 from gateway.ratelimit.config import Headers
 from gateway.ratelimit.limiter import Quota
 
-RawHeaders = list[tuple[bytes, bytes]]
 _LEGACY = (b"ratelimit-limit", b"ratelimit-remaining", b"ratelimit-reset")
 _IETF = (b"ratelimit", b"ratelimit-policy")
 

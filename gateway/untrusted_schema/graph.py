@@ -44,7 +44,9 @@ def refuse_retrieval(uri: str) -> Resource[Any]:
 def registry_of(schema: Any) -> Registry[Any]:
     """A registry holding `schema` alone (jsonschema adds the metaschemas) that fetches nothing."""
     resource = DRAFT202012.create_resource(schema)
-    return Registry(retrieve=refuse_retrieval).with_resource(resource.id() or "", resource)
+    # `retrieve` is attrs' alias of the private `_retrieve` field, which mypy does not read
+    # from referencing's dataclass_transform stub.
+    return Registry(retrieve=refuse_retrieval).with_resource(resource.id() or "", resource)  # type: ignore[call-arg]
 
 
 class Subschemas:

@@ -32,7 +32,9 @@ def without_dialect(schema: Any) -> Any:
 def _metaschema_validator() -> Any:
     documents = {uri: without_dialect(SPECIFICATIONS.contents(uri))
                  for uri in SPECIFICATIONS if uri.startswith(_DRAFT)}
-    registry = Registry(retrieve=refuse_retrieval).with_resources(
+    # `retrieve` is attrs' alias of the private `_retrieve` field, which mypy does not read
+    # from referencing's dataclass_transform stub.
+    registry = Registry(retrieve=refuse_retrieval).with_resources(  # type: ignore[call-arg]
         (uri, DRAFT202012.create_resource(contents)) for uri, contents in documents.items()
     ).crawl()
     root = documents[Draft202012Validator.META_SCHEMA["$id"]]

@@ -3,10 +3,10 @@
 from collections.abc import Callable
 
 from gateway.settings import Upstream
-from gateway.upstream.base import Body, RawHeaders, Transport, UpstreamError, UpstreamResponse
+from gateway.upstream.base import Body, Transport, UpstreamError, UpstreamResponse
 
 __all__ = [
-    "Body", "RawHeaders", "Transport", "TransportFactory", "UpstreamError", "UpstreamResponse",
+    "Body", "Transport", "TransportFactory", "UpstreamError", "UpstreamResponse",
     "create_transport",
 ]
 

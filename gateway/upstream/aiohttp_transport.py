@@ -14,8 +14,9 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
+from gateway.asgi import RawHeaders
 from gateway.settings import Upstream
-from gateway.upstream.base import Body, RawHeaders, Transport, UpstreamError, UpstreamResponse
+from gateway.upstream.base import Body, Transport, UpstreamError, UpstreamResponse
 from gateway.upstream.headcaps import HeadCaps, HeadDeadline, check_final_head
 
 # aiohttp would otherwise add these itself; a proxy forwards only what the client sent.

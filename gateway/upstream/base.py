@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from urllib.parse import urlsplit
 
+from gateway.asgi import RawHeaders
 from gateway.settings import Upstream
 
-RawHeaders = list[tuple[bytes, bytes]]
-Body = bytes | AsyncIterator[bytes]
+Body = bytes | AsyncIterable[bytes]
 
 
 class UpstreamError(Exception):

@@ -21,7 +21,8 @@ from collections import deque
 
 import httptools
 
-from gateway.upstream.base import RawHeaders, UpstreamError
+from gateway.asgi import RawHeaders
+from gateway.upstream.base import UpstreamError
 from gateway.upstream.headcaps import MAX_INTERIM, HeadCaps
 
 _HIGH_WATER = 256 * 1024

@@ -24,8 +24,9 @@ import ssl
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
+from gateway.asgi import RawHeaders
 from gateway.settings import Upstream
-from gateway.upstream.base import Body, RawHeaders, Transport, UpstreamError, UpstreamResponse
+from gateway.upstream.base import Body, Transport, UpstreamError, UpstreamResponse
 from gateway.upstream.h1_connection import H1Connection
 from gateway.upstream.h1_pool import H1Pool
 from gateway.upstream.headcaps import HeadCaps

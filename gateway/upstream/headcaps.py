@@ -11,7 +11,7 @@ end, so an upstream cannot hold an exchange open with an endless run of interim 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -74,7 +74,7 @@ class HeadDeadline:
         except TimeoutError:
             raise UpstreamError("timeout") from None
 
-    async def _started_at_end(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def _started_at_end(self, body: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
         async for chunk in body:
             yield chunk
         if self._open:  # aiohttp sends the body from a task of its own, maybe after the head

@@ -12,8 +12,9 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 
 import httpx
 
+from gateway.asgi import RawHeaders
 from gateway.settings import Upstream
-from gateway.upstream.base import Body, RawHeaders, Transport, UpstreamError, UpstreamResponse
+from gateway.upstream.base import Body, Transport, UpstreamError, UpstreamResponse
 from gateway.upstream.headcaps import HeadCaps, HeadDeadline, check_final_head
 
 

@@ -17,11 +17,6 @@ class AidipPlugin(Surface):
     config_model = Aidip
     config_description = "AIDIP agent registry and invocation."
 
-    def __init__(self) -> None:
-        # Registrations (in memory) and breaker state outlive config reloads.
-        self._stores: dict[tuple[Any, ...], Any] = {}
-        self._breakers: dict[tuple[Any, ...], Any] = {}
-
     def capabilities(self, settings: Settings) -> list[Capability]:
         from gateway.surfaces.aidip.capabilities import surface_capabilities
 
@@ -59,26 +54,27 @@ class AidipPlugin(Surface):
         from gateway.surfaces.aidip.catalog import Catalog
         from gateway.surfaces.aidip.egress import EgressClient
         from gateway.surfaces.aidip.handlers import AidipService
-        from gateway.surfaces.aidip.render import error_response
+        from gateway.surfaces.aidip.render import render_error
         from gateway.surfaces.aidip.store import create_store
 
+        # Registrations (in memory) and breaker state outlive reloads with the same settings.
         registry = aidip.registry
         store_key = (registry.redis_url, registry.key_prefix, registry.timeout)
-        if store_key not in self._stores:
-            self._stores[store_key] = create_store(*store_key)
+        store = context.shared.acquire(("aidip-registry", *store_key),
+                                       lambda: create_store(*store_key))
         breaker_key = (aidip.breaker.failures, aidip.breaker.open_seconds)
-        if breaker_key not in self._breakers:
-            self._breakers[breaker_key] = Breakers(*breaker_key)
+        breakers = context.shared.acquire(("aidip-breakers", *breaker_key),
+                                          lambda: Breakers(*breaker_key))
         settings = context.settings
         base = (settings.public_base_url or "").rstrip("/") + aidip.base_path + "/agents"
-        catalog = Catalog(aidip, self._stores[store_key], base, _authentication(settings),
+        catalog = Catalog(aidip, store, base, _authentication(settings),
                           context.bundle)
         egress = EgressClient(aidip.egress)
-        service = AidipService(catalog, self._breakers[breaker_key], egress)
+        service = AidipService(catalog, breakers, egress)
         routes = service.routes()
         public = frozenset(route.path for route in routes
                            if route.name in ("aidip.card", "aidip.schema"))
-        return Mount(self.name, routes, public_paths=public, render_error=error_response,
+        return Mount(self.name, routes, public_paths=public, render_error=render_error,
                      on_close=egress.aclose)
 
 

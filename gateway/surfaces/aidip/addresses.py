@@ -8,14 +8,14 @@ translator or tunnel would actually reach, so that is the address judged.
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv6Address, IPv6Network, ip_network
+from ipaddress import IPv4Address, IPv6Address, IPv6Network
 
 Address = IPv4Address | IPv6Address
 
-_NAT64_WELL_KNOWN = ip_network("64:ff9b::/96")
-_NAT64_LOCAL = ip_network("64:ff9b:1::/48")  # RFC 8215: local use, never globally reachable
-_IPV4_COMPATIBLE = ip_network("::/96")  # deprecated (RFC 4291 §2.5.5.1)
-_SIIT = ip_network("::ffff:0:0:0/96")  # IPv4-translated (RFC 2765)
+_NAT64_WELL_KNOWN = IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL = IPv6Network("64:ff9b:1::/48")  # RFC 8215: local use, never globally reachable
+_IPV4_COMPATIBLE = IPv6Network("::/96")  # deprecated (RFC 4291 §2.5.5.1)
+_SIIT = IPv6Network("::ffff:0:0:0/96")  # IPv4-translated (RFC 2765)
 _LAST_32_BITS: tuple[IPv6Network, ...] = (_NAT64_WELL_KNOWN, _IPV4_COMPATIBLE, _SIIT)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from ipaddress import ip_network
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, Field
+
+from gateway.strict import Strict
 
 AgentId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")]
 OperationName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
@@ -23,10 +25,6 @@ def _redis_url(value: str) -> str:
     from gateway.redis_url import check
 
     return check(value)
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ConfiguredOperation(Strict):

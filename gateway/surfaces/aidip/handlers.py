@@ -1,7 +1,7 @@
 """The AIDIP routes: the registry (§4), invocation (§5), the schema and A2A cards.
 
-Every handler first runs the shared pipeline's `admit` (authentication, route scopes, rate
-limits); failures raised here are answered by the app in AIDIP's dialect (render.py).
+The pipeline admits every caller (authentication, route scopes, rate limits) before a handler
+runs; failures raised here are answered by the app in AIDIP's dialect (render.py).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from gateway.context import RequestContext
 from gateway.errors import GatewayError
+from gateway.exchange import Exchange
 from gateway.model import Principal
+from gateway.surface import SurfaceRoute
 from gateway.surfaces.aidip import a2a, metadata
 from gateway.surfaces.aidip.breaker import Breakers
 from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, from_record
@@ -48,40 +48,42 @@ class AidipService:
         self.breakers = breakers
         self.egress = egress
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[SurfaceRoute]:
         base = f"{self.settings.base_path}/agents"
         return [
-            Route("/.well-known/agent-card.json", self.gateway_card, methods=["GET"],
-                  name="aidip.card"),
-            Route(f"{base}/schema.json", self.schema, methods=["GET"], name="aidip.schema"),
-            Route(base, self.list_agents, methods=["GET"], name="aidip.list"),
-            Route(base, self.register, methods=["POST"], name="aidip.register"),
-            Route(f"{base}/search", self.search, methods=["POST"], name="aidip.search"),
-            Route(f"{base}/{{id}}", self.read, methods=["GET"], name="aidip.read"),
-            Route(f"{base}/{{id}}", self.update, methods=["PUT"], name="aidip.update"),
-            Route(f"{base}/{{id}}", self.delete, methods=["DELETE"], name="aidip.delete"),
-            Route(f"{base}/{{id}}/agent-card.json", self.agent_card, methods=["GET"],
-                  name="aidip.agent_card"),
-            Route(f"{base}/{{id}}/invoke", self.invoke, methods=["POST"], name="aidip.invoke"),
-            Route(f"{base}/{{id}}/invoke/{{operation}}", self.invoke, methods=["POST"],
-                  name="aidip.invoke_operation"),
+            SurfaceRoute("/.well-known/agent-card.json", self.gateway_card, methods=["GET"],
+                         name="aidip.card"),
+            SurfaceRoute(f"{base}/schema.json", self.schema, methods=["GET"],
+                         name="aidip.schema"),
+            SurfaceRoute(base, self.list_agents, methods=["GET"], name="aidip.list"),
+            SurfaceRoute(base, self.register, methods=["POST"], name="aidip.register"),
+            SurfaceRoute(f"{base}/search", self.search, methods=["POST"], name="aidip.search"),
+            SurfaceRoute(f"{base}/{{id}}", self.read, methods=["GET"], name="aidip.read"),
+            SurfaceRoute(f"{base}/{{id}}", self.update, methods=["PUT"], name="aidip.update"),
+            SurfaceRoute(f"{base}/{{id}}", self.delete, methods=["DELETE"],
+                         name="aidip.delete"),
+            SurfaceRoute(f"{base}/{{id}}/agent-card.json", self.agent_card, methods=["GET"],
+                         name="aidip.agent_card"),
+            SurfaceRoute(f"{base}/{{id}}/invoke", self.invoke, methods=["POST"],
+                         name="aidip.invoke"),
+            SurfaceRoute(f"{base}/{{id}}/invoke/{{operation}}", self.invoke, methods=["POST"],
+                         name="aidip.invoke_operation"),
         ]
 
     # ------------------------------------------------------------------ discovery
 
-    async def schema(self, request: Request) -> Response:
-        await _admit(request)
+    async def schema(self, exchange: Exchange) -> Response:
         return json_response(metadata.AGENT_SCHEMA, headers={"cache-control": "public, "
                                                              "max-age=3600"})
 
-    async def list_agents(self, request: Request) -> Response:
-        ctx = await _admit(request)
+    async def list_agents(self, exchange: Exchange) -> Response:
+        ctx, request = exchange.ctx, exchange.request
         top = top_from(request.query_params.get("top"), self.settings)
         agents = await self._matching(ctx.principal, filters_from_query(request))
         return json_response([self.catalog.summary(agent) for agent in agents[:top]])
 
-    async def search(self, request: Request) -> Response:
-        ctx = await _admit(request)
+    async def search(self, exchange: Exchange) -> Response:
+        ctx, request = exchange.ctx, exchange.request
         body = await json_body(request, 64 * 1024)
         if not isinstance(body, dict):
             raise invalid_input("The search body must be a JSON object.")
@@ -97,26 +99,26 @@ class AidipService:
         return json_response([{**self.catalog.summary(agent), "score": score}
                               for agent, score in ranked(agents, query)[:top]])
 
-    async def read(self, request: Request) -> Response:
-        ctx = await _admit(request)
+    async def read(self, exchange: Exchange) -> Response:
+        ctx, request = exchange.ctx, exchange.request
         agent = await self.catalog.find(request.path_params["id"], ctx.principal)
         return json_response(self.catalog.public(agent, ctx.principal))
 
-    async def gateway_card(self, request: Request) -> Response:
-        ctx = await _admit(request)
+    async def gateway_card(self, exchange: Exchange) -> Response:
+        ctx = exchange.ctx
         agents = await self.catalog.visible(ctx.principal)
-        return json_response(a2a.gateway_card(agents, self.catalog, _generation(request).settings),
+        return json_response(a2a.gateway_card(agents, self.catalog, exchange.generation.settings),
                              headers={"cache-control": "private, max-age=60"})
 
-    async def agent_card(self, request: Request) -> Response:
-        ctx = await _admit(request)
+    async def agent_card(self, exchange: Exchange) -> Response:
+        ctx, request = exchange.ctx, exchange.request
         agent = await self.catalog.find(request.path_params["id"], ctx.principal)
-        return json_response(a2a.agent_card(agent, self.catalog, _generation(request).settings))
+        return json_response(a2a.agent_card(agent, self.catalog, exchange.generation.settings))
 
     # ------------------------------------------------------------------ registration
 
-    async def register(self, request: Request) -> Response:
-        ctx = await _admit(request)
+    async def register(self, exchange: Exchange) -> Response:
+        ctx, request = exchange.ctx, exchange.request
         owner = self._registrant(ctx.principal)
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         agent_id = body.get("id") if isinstance(body, dict) else None
@@ -138,8 +140,8 @@ class AidipService:
                 return self._written(written, ctx.principal, 200)
         raise _changed_meanwhile()
 
-    async def update(self, request: Request) -> Response:
-        ctx = await _admit(request)
+    async def update(self, exchange: Exchange) -> Response:
+        ctx, request = exchange.ctx, exchange.request
         self._registrant(ctx.principal)
         agent = await self._changeable(request.path_params["id"], ctx.principal)
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
@@ -153,8 +155,8 @@ class AidipService:
             agent = await self._changeable(agent.id, ctx.principal)
         raise _changed_meanwhile()
 
-    async def delete(self, request: Request) -> Response:
-        ctx = await _admit(request)
+    async def delete(self, exchange: Exchange) -> Response:
+        ctx, request = exchange.ctx, exchange.request
         agent = await self._changeable(request.path_params["id"], ctx.principal)
         for _ in range(_WRITE_ATTEMPTS):
             if await self.catalog.store.delete(agent.id, agent.stamp or b""):
@@ -227,11 +229,11 @@ class AidipService:
 
     # ------------------------------------------------------------------ invocation
 
-    async def invoke(self, request: Request) -> Response:
-        ctx = await _admit(request)
+    async def invoke(self, exchange: Exchange) -> Response:
+        ctx, request = exchange.ctx, exchange.request
         agent = await self.catalog.find(request.path_params["id"], ctx.principal)
         operation = _operation(agent, request.path_params.get("operation"))
-        generation = _generation(request)
+        generation = exchange.generation
         body = await json_body(request, generation.settings.proxy.max_body_bytes)
         items = await check_inputs(operation, body, self.settings.max_batch)
         invoker = Invoker(generation, self.egress)
@@ -260,12 +262,6 @@ def _operation(agent: Agent, name: str | None) -> Operation:
     return agent.operations[name]
 
 
-async def _admit(request: Request) -> RequestContext:
-    ctx, generation = request.scope["aigw"]
-    await generation.pipeline.admit(ctx, request.scope)
-    return ctx
-
-
 def _credentials(request: Request, settings: Any) -> list[tuple[bytes, bytes]]:
     """The caller's credential headers, for operations configured to forward them."""
     names = {b"authorization"}
@@ -273,6 +269,3 @@ def _credentials(request: Request, settings: Any) -> list[tuple[bytes, bytes]]:
         names.add(settings.auth.api_keys.header.lower().encode("latin-1"))
     return [(name, value) for name, value in request.scope["headers"] if name in names]
 
-
-def _generation(request: Request) -> Any:
-    return request.scope["aigw"][1]

@@ -1,10 +1,11 @@
 """Invoking an agent through the gateway (AIDIP §5).
 
 Inputs are checked against the operation's `inputs` schema before any upstream call, outputs
-against `outputs` after it. Configured agents are called through the configured upstream's
-transport (with its `add_headers` credentials); registered agents only through the egress
-client, with nothing but the body and a request id. Every upstream failure becomes one of the
-error objects of §5.2 with a generic message. A POST is retried once only when the operation
+against `outputs` after it. Configured agents are called through the pipeline's upstream calls
+(the configured upstream, with its `add_headers` credentials and the caller's identity, as
+every upstream call); registered agents only through the egress client, with nothing but the
+body and a request id. Every upstream failure becomes one of the error objects of §5.2 with a
+generic message. A POST is retried once only when the operation
 is declared idempotent.
 
 Each agent has a circuit breaker, and only the agent's own failures count against it: a 5xx,
@@ -26,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from gateway.asgi import RawHeaders
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.surfaces.aidip.breaker import Breaker
@@ -35,6 +37,7 @@ from gateway.surfaces.aidip.metadata import schema_problems
 from gateway.surfaces.aidip.render import fields_message, invalid_input
 from gateway.untrusted_schema import SchemaRefused, Unverifiable
 from gateway.upstream import UpstreamError
+from gateway.upstream_call import AnswerTooLarge, UpstreamCalls
 
 log = logging.getLogger("aigw.aidip")
 _RETRIABLE_STATUSES = (502, 503, 504)
@@ -130,7 +133,7 @@ class Invoker:
 
     async def run(self, agent: Agent, operation: Operation, items: list[Any],
                   ctx: RequestContext, breaker: Breaker,
-                  credentials: list[tuple[bytes, bytes]]) -> Any:
+                  credentials: RawHeaders) -> Any:
         """The outputs (a list for a batch), or a `GatewayError` in AIDIP's vocabulary."""
         if agent.status == "inactive":
             raise AgentFailure("inactive").error()
@@ -162,7 +165,7 @@ class Invoker:
         return outputs
 
     async def _one(self, agent: Agent, operation: Operation, item: Any, ctx: RequestContext,
-                   credentials: list[tuple[bytes, bytes]]) -> Any:
+                   credentials: RawHeaders) -> Any:
         body = orjson.dumps(item)
         attempts = 2 if operation.idempotent else 1
         for attempt in range(attempts):
@@ -177,7 +180,7 @@ class Invoker:
         raise AgentFailure("unreachable")  # pragma: no cover -- the loop always returns
 
     async def _call(self, agent: Agent, operation: Operation, body: bytes,
-                    ctx: RequestContext, credentials: list[tuple[bytes, bytes]]) -> Answer:
+                    ctx: RequestContext, credentials: RawHeaders) -> Answer:
         if operation.url is not None:
             return await self._registered(operation.url, body, ctx)
         return await self._configured(agent, operation, body, ctx, credentials)
@@ -194,40 +197,22 @@ class Invoker:
             raise AgentFailure(exc.kind) from None
 
     async def _configured(self, agent: Agent, operation: Operation, body: bytes,
-                          ctx: RequestContext, credentials: list[tuple[bytes, bytes]]) -> Answer:
-        target = self.generation.targets[operation.upstream]
-        ctx.upstream = target.name
-        headers = [(b"host", target.host), (b"accept", b"application/json"),
-                   (b"content-type", b"application/json"),
-                   (b"x-request-id", ctx.request_id.encode()), (b"via", b"1.1 aigw"),
-                   *target.add_headers, *self.generation.identity.headers(ctx.principal)]
-        if operation.forward_token:
-            headers += credentials
+                          ctx: RequestContext, credentials: RawHeaders) -> Answer:
+        assert operation.upstream is not None  # a configured agent's operation names it
+        upstream: UpstreamCalls = self.generation.pipeline.upstream
+        forwarded = credentials if operation.forward_token else []
         try:
             async with asyncio.timeout(agent.timeout):
-                response = await target.transport.request(
-                    operation.method, target.url + operation.path, headers, body)
-                try:
-                    payload = await _read_capped(response)
-                finally:
-                    await response.close()
+                sent = await upstream.send(operation.upstream, operation.method, operation.path,
+                                           body, ctx, headers=forwarded,
+                                           max_bytes=_MAX_CONFIGURED_ANSWER)
         except TimeoutError:
             raise AgentFailure("timeout") from None
+        except AnswerTooLarge:
+            raise AgentFailure("too_large") from None
         except UpstreamError as exc:
             raise AgentFailure("timeout" if exc.kind == "timeout" else "connect") from None
-        content_type = next((v.decode("latin-1") for k, v in response.headers
-                             if k.lower() == b"content-type"), "")
-        return Answer(response.status, content_type, payload)
-
-
-async def _read_capped(response: Any) -> bytes:
-    chunks, size = [], 0
-    async for chunk in response.stream():
-        size += len(chunk)
-        if size > _MAX_CONFIGURED_ANSWER:
-            raise AgentFailure("too_large")
-        chunks.append(chunk)
-    return b"".join(chunks)
+        return Answer(sent.status, sent.content_type, sent.body)
 
 
 async def _output(answer: Answer, operation: Operation) -> Any:

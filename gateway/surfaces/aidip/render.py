@@ -9,6 +9,7 @@ import orjson
 from starlette.responses import Response
 
 from gateway.errors import GatewayError
+from gateway.exchange import Exchange
 
 # The gateway's own codes in AIDIP's vocabulary: (status, code). Codes a handler raises in
 # AIDIP's vocabulary already (InvalidInput, AgentError, ...) pass through unchanged.
@@ -40,6 +41,11 @@ CODES = sorted({code for _, code in _CODES.values()} | {"EndpointRefused", "Conf
 def json_response(document: Any, status: int = 200,
                   headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(document), status, headers, "application/json")
+
+
+def render_error(error: GatewayError, exchange: Exchange) -> Response:
+    """Any failure of an AIDIP path, in AIDIP's error object."""
+    return error_response(error, exchange.request_id)
 
 
 def error_response(error: GatewayError, request_id: str) -> Response:

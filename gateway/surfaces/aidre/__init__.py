@@ -51,13 +51,13 @@ class AidrePlugin(Surface):
             return None
         from gateway.surfaces.aidre.collections import compile_collections
         from gateway.surfaces.aidre.handlers import routes
-        from gateway.surfaces.aidre.render import error_response
+        from gateway.surfaces.aidre.render import render_error
 
         collections = compile_collections(aidre, set(context.settings.upstreams))
         route_list = routes(aidre.base_path)
         public = frozenset(route.path for route in route_list
                            if route.name == "aidre.discovery")
-        return Mount(self.name, route_list, public_paths=public, render_error=error_response,
+        return Mount(self.name, route_list, public_paths=public, render_error=render_error,
                      resources=collections)
 
     def openapi(self, settings: Settings) -> dict[str, Any]:

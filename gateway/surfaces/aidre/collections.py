@@ -1,22 +1,59 @@
 """Collections compiled from config: which upstream call answers a text search, a vector
-search or a chunk read, and how its JSON maps onto hits. No collection needs Python code."""
+search or a chunk read, and how its JSON maps onto hits. No collection needs Python code.
+
+The placeholders each of those operations fills are the fields of its kind below."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from gateway.mapping import MappingError
-from gateway.operations import Operation, UpstreamOperation, compile_operation
+from gateway.operations import K, Operation, Placeholders, UpstreamOperation, compile_operation
 from gateway.surfaces.aidre.config import Aidre, Collection, EmbeddingSpace
+
+
+@dataclass(frozen=True, slots=True)
+class TextSearch(Placeholders):
+    """A page of a text search. `limit` is how many items this call asks for (top_k + 1, to
+    see whether more follow), `fetch` is offset + limit (everything up to the end of the page,
+    for upstreams without an offset), `visibility` the record visibilities the caller may see,
+    comma-separated, for upstreams that can filter by them."""
+
+    query: str
+    top_k: int
+    offset: int
+    limit: int
+    fetch: int
+    visibility: str
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSearch(Placeholders):
+    """A page of a vector search: as a text search, with the query vector instead of text."""
+
+    vector: list[float]
+    top_k: int
+    offset: int
+    limit: int
+    fetch: int
+    visibility: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRead(Placeholders):
+    """One chunk by its item id (the part after `collection:`)."""
+
+    id: str
+    visibility: str
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledCollection:
     name: str
     settings: Collection
-    text_search: Operation
-    vector_search: Operation | None
-    chunk: Operation | None
+    text_search: Operation[TextSearch]
+    vector_search: Operation[VectorSearch] | None
+    chunk: Operation[ChunkRead] | None
     space: EmbeddingSpace | None
 
     @property
@@ -57,14 +94,16 @@ def compile_collections(aidre: Aidre, upstreams: set[str]) -> dict[str, Compiled
                                    "expected the id of one of aidre.embedding_spaces")
         compiled[name] = CompiledCollection(
             name, collection,
-            compile_operation(collection.text_search, f"{where}.text_search", upstreams),
-            _optional(collection.vector_search, f"{where}.vector_search", upstreams),
-            _optional(collection.chunk, f"{where}.chunk", upstreams),
+            compile_operation(collection.text_search, f"{where}.text_search", upstreams,
+                              TextSearch),
+            _optional(collection.vector_search, f"{where}.vector_search", upstreams,
+                      VectorSearch),
+            _optional(collection.chunk, f"{where}.chunk", upstreams, ChunkRead),
             space,
         )
     return compiled
 
 
-def _optional(settings: UpstreamOperation | None, where: str,
-              upstreams: set[str]) -> Operation | None:
-    return compile_operation(settings, where, upstreams) if settings is not None else None
+def _optional(settings: UpstreamOperation | None, where: str, upstreams: set[str],
+              kind: type[K]) -> Operation[K] | None:
+    return compile_operation(settings, where, upstreams, kind) if settings is not None else None

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field, SecretStr
 
 from gateway.operations import UpstreamOperation
+from gateway.settings import Settings
+from gateway.strict import Strict
 
 CollectionName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class VectorOperation(UpstreamOperation):
@@ -55,9 +53,13 @@ class Collection(Strict):
         None, description="Per-record visibility (AIDRE §12); without it every record has the "
         "collection's visibility, or the one its mapping gives.",
     )
-    text_search: UpstreamOperation
-    vector_search: VectorOperation | None = None
-    chunk: UpstreamOperation | None = None
+    text_search: UpstreamOperation = Field(
+        description="Placeholders: {query}, {top_k}, {offset}, {limit}, {fetch}, {visibility}.")
+    vector_search: VectorOperation | None = Field(
+        None, description="Placeholders: {vector}, {top_k}, {offset}, {limit}, {fetch}, "
+        "{visibility}.")
+    chunk: UpstreamOperation | None = Field(
+        None, description="Placeholders: {id}, {visibility}.")
 
 
 class Aidre(Strict):
@@ -90,3 +92,12 @@ class Aidre(Strict):
     discovery_max_age: Annotated[int, Field(ge=0, le=86400)] = 300
     embedding_spaces: list[EmbeddingSpace] = []
     collections: dict[CollectionName, Collection] = Field(min_length=1)
+
+
+def aidre_of(settings: Settings) -> Aidre:
+    """The config's `aidre` section. The registry adds the field to `Settings` from this
+    surface's model, so the `Settings` type does not declare it."""
+    section = getattr(settings, "aidre", None)
+    if not isinstance(section, Aidre):
+        raise LookupError("the config has no aidre section")
+    return section

@@ -1,7 +1,8 @@
 """The AIDRE surface: discovery, collections, search and chunks on the shared pipeline.
 
-Each handler finds the request context and config generation the app put in the scope, runs
-the pipeline, and renders in AIDRE's dialect; no collection-specific code lives here.
+Each handler takes the request's exchange (admitted by the pipeline as its route declares),
+runs the pipeline, and renders in AIDRE's dialect; failures are raised and answered by the app
+in AIDRE's error object. No collection-specific code lives here.
 """
 
 from __future__ import annotations
@@ -13,16 +14,20 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from gateway.bodies import read_capped
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
+from gateway.exchange import Exchange
 from gateway.headers import request_origin
 from gateway.model import Hit, Query
-from gateway.pipeline import Fetch, UpstreamCall
+from gateway.operations import Placeholders
+from gateway.pipeline import Fetch
+from gateway.policy.engine import PolicyEngine
+from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aidre import render, window
 from gateway.surfaces.aidre.collections import CompiledCollection, Operation
+from gateway.surfaces.aidre.config import aidre_of
 from gateway.surfaces.aidre.request import invalid, parse_search
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor, derived_key
 
@@ -63,9 +68,7 @@ class AidreSurface:
         """The caller's page at the query's offset: policy decides on each record as it is
         read, so hidden records neither shorten the page nor show in whether more follow."""
         collection = self.collections[query.collection or ""]
-        operation = self._operation(query)
-        chunk_target = self._target(collection.chunk) if collection.chunk else None
-        source = window.Source(collection, operation, self._target(operation), chunk_target)
+        source = window.Source(collection, self._operation(query))
         policy = self.generation.pipeline.policy
         self.page = await window.gather(
             source, query, fetch, lambda hits: policy.after(ctx, query, hits),
@@ -90,7 +93,7 @@ class AidreSurface:
                                      "collection": collection.name,
                                      "results": results, "meta": meta})
 
-    def _operation(self, query: Query) -> Operation:
+    def _operation(self, query: Query) -> Operation[Any]:
         collection = self.collections[query.collection or ""]
         if query.vector is None:
             return collection.text_search
@@ -102,11 +105,6 @@ class AidreSurface:
                                 "collection": collection.name})
         return collection.vector_search
 
-    def _target(self, operation: Operation) -> Any:
-        return self.generation.targets[operation.settings.upstream]
-
-    def render_error(self, error: GatewayError, ctx: RequestContext) -> Response:
-        return render.error_response(error, ctx.request_id)
 
 
 class ChunkSurface(AidreSurface):
@@ -122,19 +120,22 @@ class ChunkSurface(AidreSurface):
             raise GatewayError(404, "not_found", "No such chunk.")
         return Query(collection=collection, filters={"id": item})
 
-    def plan(self, query: Query, ctx: RequestContext) -> UpstreamCall:
+    def plan(self, query: Query, ctx: RequestContext) -> tuple[Operation[Any], Placeholders]:
         collection = self.collections[query.collection or ""]
         if collection.chunk is None:
             raise GatewayError(404, "not_found", "No such chunk.")
-        values = {**window.values(query, 0, 1), "id": query.filters["id"]}
-        return collection.chunk.call(self._target(collection.chunk), values)
+        return collection.chunk, window.chunk_values(query, query.filters["id"])
 
     async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
-        """Missing upstream, hidden by policy or unknown: one and the same 404 (see render)."""
+        """Missing upstream, hidden by policy or unknown: one and the same 404 (see render).
+        An id the upstream refuses (4xx) names no chunk either, never a 503 (an id such as
+        "search" may land on another upstream route)."""
         try:
-            return await fetch(self.plan(query, ctx))
+            return await fetch(*self.plan(query, ctx))
         except GatewayError as error:
-            if error.status == 404:
+            refused = error.code == "upstream_error" \
+                and (ctx.upstream_error or "").startswith("status_4")
+            if error.status == 404 or refused:
                 return []
             raise
 
@@ -149,79 +150,70 @@ class ChunkSurface(AidreSurface):
             return Response(status_code=304, headers=headers)
         return render.json_response(document, headers=headers)
 
-    def render_error(self, error: GatewayError, ctx: RequestContext) -> Response:
-        # An id the upstream refuses (4xx) names no chunk: the same 404 as a missing one, never
-        # a 503 (an id such as "search" may land on another upstream route).
-        if error.code == "upstream_error" and (ctx.upstream_error or "").startswith("status_4"):
-            error = GatewayError(404, "not_found", "No such chunk.")
-        return super().render_error(error, ctx)
 
-
-def routes(base_path: str) -> list[Route]:
+def routes(base_path: str) -> list[SurfaceRoute]:
     return [
-        Route("/.well-known/ai-discovery", discovery, methods=["GET"],
-              name="aidre.discovery"),
-        Route(f"{base_path}/collections", list_collections, methods=["GET"],
-              name="aidre.collections"),
-        Route(f"{base_path}/search", search, methods=["POST"], name="aidre.search"),
-        Route(f"{base_path}/chunks/{{id:path}}", read_chunk, methods=["GET"],
-              name="aidre.chunk"),
+        SurfaceRoute("/.well-known/ai-discovery", discovery, methods=["GET"],
+                     name="aidre.discovery", admission=Admission.OPTIONAL),
+        SurfaceRoute(f"{base_path}/collections", list_collections, methods=["GET"],
+                     name="aidre.collections"),
+        SurfaceRoute(f"{base_path}/search", search, methods=["POST"], name="aidre.search"),
+        SurfaceRoute(f"{base_path}/chunks/{{id:path}}", read_chunk, methods=["GET"],
+                     name="aidre.chunk"),
     ]
 
 
-async def search(request: Request) -> Response:
-    ctx, generation = request.scope["aigw"]
-    return await generation.pipeline.retrieve(AidreSurface(generation), request, ctx)
+async def search(exchange: Exchange) -> Response:
+    return await exchange.pipeline.retrieve(AidreSurface(exchange.generation), exchange)
 
 
-async def read_chunk(request: Request) -> Response:
-    ctx, generation = request.scope["aigw"]
-    surface = ChunkSurface(generation, _if_none_match(request.scope["headers"]))
-    return await generation.pipeline.retrieve(surface, request, ctx)
+async def read_chunk(exchange: Exchange) -> Response:
+    tags = _if_none_match(exchange.request.scope["headers"])
+    return await exchange.pipeline.retrieve(ChunkSurface(exchange.generation, tags), exchange)
 
 
-async def list_collections(request: Request) -> Response:
-    ctx, generation = request.scope["aigw"]
-    if (refusal := await _admit(request)) is not None:
-        return refusal
-    readable = generation.pipeline.policy.readable(ctx.principal)
+async def list_collections(exchange: Exchange) -> Response:
+    ctx, generation = exchange.ctx, exchange.generation
+    readable = _readable(exchange)
     return render.json_response({"request_id": ctx.request_id,
                                  "collections": [render.collection_entry(c) for c in readable]},
                                 headers=_per_caller(generation, ctx))
 
 
-async def discovery(request: Request) -> Response:
+async def discovery(exchange: Exchange) -> Response:
     """Public (§3.1): a credential that cannot be used is ignored, a valid one personalises."""
-    ctx, generation = request.scope["aigw"]
-    if (refusal := await _admit(request, credentials_optional=True)) is not None:
-        return refusal
-    policy, settings = generation.pipeline.policy, generation.settings
+    ctx, generation, scope = exchange.ctx, exchange.generation, exchange.request.scope
+    policy, settings = _policy(exchange), generation.settings
     organization = settings.service.organization.name \
         if settings.service and settings.service.organization else None
-    base_url = settings.public_base_url \
-        or request_origin(request.scope, generation.trusted_networks)
-    document = render.discovery(settings.aidre, base_url, organization,
-                                policy.readable(ctx.principal), policy.vectors_possible(),
+    base_url = settings.public_base_url or request_origin(scope, generation.trusted_networks)
+    document = render.discovery(aidre_of(settings), base_url, organization,
+                                _readable(exchange), policy.vectors_possible(),
                                 _auth_summary(generation))
     body = orjson.dumps(document)
     etag = '"' + _digest(body) + '"'
     headers = {"etag": etag, **_per_caller(generation, ctx)}
     if not settings.public_base_url:  # its URLs come from the request: caches must key on it
         headers["vary"] += ", Host, X-Forwarded-Host, X-Forwarded-Proto"
-    if _matches(etag, _if_none_match(request.scope["headers"])):
+    if _matches(etag, _if_none_match(scope["headers"])):
         return Response(status_code=304, headers=headers)
     return Response(body, 200, headers, "application/json")  # §3.2: MUST be application/json
 
 
-async def _admit(request: Request, *, credentials_optional: bool = False) -> Response | None:
-    """Authenticate and rate-limit; the refusal in AIDRE's dialect, or None."""
-    ctx, generation = request.scope["aigw"]
-    try:
-        await generation.pipeline.admit(ctx, request.scope,
-                                        credentials_optional=credentials_optional)
-    except GatewayError as error:
-        return render.error_response(error, ctx.request_id)
-    return None
+def _readable(exchange: Exchange) -> list[CompiledCollection]:
+    """The collections this caller may read, by the policy engine's decision on each."""
+    policy, collections = _policy(exchange), exchange.generation.resources
+    return [collection for name, collection in collections.items()
+            if isinstance(collection, CompiledCollection)
+            and policy.can_read(exchange.principal, name)]
+
+
+def _policy(exchange: Exchange) -> PolicyEngine:
+    """The rule engine, for what AIDRE lists (collections a caller may read, vector rules)."""
+    policy = exchange.pipeline.policy
+    if not isinstance(policy, PolicyEngine):
+        raise TypeError("AIDRE lists collections through the policy engine")
+    return policy
 
 
 def _per_caller(generation: Any, ctx: RequestContext) -> dict[str, str]:

@@ -10,6 +10,7 @@ import orjson
 from starlette.responses import Response
 
 from gateway.errors import GatewayError
+from gateway.exchange import Exchange
 from gateway.model import Hit
 from gateway.surfaces.aidre.collections import CompiledCollection
 from gateway.surfaces.aidre.config import Aidre
@@ -40,6 +41,11 @@ _ERROR_CODES = {
 def json_response(document: Any, status: int = 200, headers: dict[str, str] | None = None,
                   media_type: str = MEDIA_TYPE) -> Response:
     return Response(orjson.dumps(document), status, headers, media_type)
+
+
+def render_error(error: GatewayError, exchange: Exchange) -> Response:
+    """Any failure of an AIDRE path, in AIDRE's error object (§27)."""
+    return error_response(error, exchange.request_id)
 
 
 def error_response(error: GatewayError, request_id: str) -> Response:
@@ -87,8 +93,9 @@ def chunk(hit: Hit, collection: CompiledCollection, request_id: str) -> dict[str
     if not isinstance(content_hash, str) or not content_hash.isprintable():
         content_hash = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
     meta["content_hash"] = content_hash
-    document = {"request_id": request_id, "id": f"{collection.name}:{hit.id}",
-                "collection": collection.name, "text": text, "content_hash": content_hash}
+    document: dict[str, Any] = {
+        "request_id": request_id, "id": f"{collection.name}:{hit.id}",
+        "collection": collection.name, "text": text, "content_hash": content_hash}
     if meta.get("updated_at") is not None:
         document["updated_at"] = meta["updated_at"]
     source = {k: hit.fields[k] for k in _SOURCE if hit.fields.get(k) is not None}

@@ -19,8 +19,13 @@ from typing import Any
 from gateway.errors import GatewayError
 from gateway.model import Hit, Query
 from gateway.pipeline import Fetch
-from gateway.proxy import ProxyTarget
-from gateway.surfaces.aidre.collections import CompiledCollection, Operation
+from gateway.surfaces.aidre.collections import (
+    ChunkRead,
+    CompiledCollection,
+    Operation,
+    TextSearch,
+    VectorSearch,
+)
 
 # An item id goes into an upstream path: nothing that could change which path that is.
 ITEM_ID = re.compile(r"[A-Za-z0-9._~-]{1,256}")
@@ -49,19 +54,30 @@ class Budget:
 
 @dataclass(slots=True)
 class Source:
-    """Where the records come from: the search operation and, for lookups, the chunk one."""
+    """Where the records come from: the search operation (a text or a vector search, as the
+    query is) and, for lookups, the collection's chunk operation."""
 
     collection: CompiledCollection
-    operation: Operation
-    target: ProxyTarget
-    chunk_target: ProxyTarget | None
+    operation: Operation[Any]
 
 
-def values(query: Query, offset: int, count: int) -> dict[str, Any]:
-    """Placeholder values for a call asking for `count` items from `offset`."""
-    return {"query": query.text, "vector": list(query.vector or ()), "top_k": query.top_k,
-            "offset": offset, "limit": count, "fetch": offset + count,
-            "visibility": ",".join(query.filters.get("visibility", ()))}
+def values(query: Query, offset: int, count: int) -> TextSearch | VectorSearch:
+    """Placeholder values for a search call asking for `count` items from `offset`."""
+    visibility = visible_values(query)
+    if query.vector is not None:
+        return VectorSearch(vector=list(query.vector), top_k=query.top_k, offset=offset,
+                            limit=count, fetch=offset + count, visibility=visibility)
+    return TextSearch(query=query.text or "", top_k=query.top_k, offset=offset, limit=count,
+                      fetch=offset + count, visibility=visibility)
+
+
+def chunk_values(query: Query, item: str) -> ChunkRead:
+    return ChunkRead(id=item, visibility=visible_values(query))
+
+
+def visible_values(query: Query) -> str:
+    """The record visibilities the caller may see, comma-separated (policy narrowed them)."""
+    return ",".join(query.filters.get("visibility", ()))
 
 
 async def gather(source: Source, query: Query, fetch: Fetch, visible: Visible,
@@ -72,7 +88,7 @@ async def gather(source: Source, query: Query, fetch: Fetch, visible: Visible,
     while len(found) <= query.top_k:
         if not budget.take():
             return _window(found, query, position, out_of_budget=True)
-        batch, ended, capped = await _read(source.operation, source.target, query, position,
+        batch, ended, capped = await _read(source.operation, query, position,
                                            query.top_k + 1 - len(found), fetch)
         resolved = await learn_visibility(source, batch, query, fetch, budget)
         kept = {id(hit) for hit in visible(batch[:resolved])}
@@ -96,19 +112,19 @@ def _window(found: list[tuple[int, Hit]], query: Query, resume: int | None, *,
     return Window(hits, truncated=capped)
 
 
-async def _read(operation: Operation, target: ProxyTarget, query: Query, position: int,
-                count: int, fetch: Fetch) -> tuple[list[Hit], bool, bool]:
+async def _read(operation: Operation[Any], query: Query, position: int, count: int,
+                fetch: Fetch) -> tuple[list[Hit], bool, bool]:
     """(records from `position` on, the upstream has no more, its cap ended them)."""
     cap = operation.settings.max_items
     if operation.paginates:
         asked = min(count, cap) if cap else count
-        batch = await fetch(operation.call(target, values(query, position, asked)))
+        batch = await fetch(operation, values(query, position, asked))
         return batch, len(batch) < asked, False
     needed = position + count  # no offset upstream: ask from the top, slice here
     asked = min(needed, cap) if cap else needed
     if asked <= position:
         return [], True, True
-    answered = await fetch(operation.call(target, values(query, 0, asked)))
+    answered = await fetch(operation, values(query, 0, asked))
     ended = len(answered) < asked or asked < needed
     return answered[position:], ended, asked < needed and len(answered) >= asked
 
@@ -119,25 +135,24 @@ async def learn_visibility(source: Source, hits: list[Hit], query: Query, fetch:
     within the budget; how many leading hits are ready for policy to decide on."""
     rules = source.collection.settings.record_visibility
     chunk = source.collection.chunk
-    if rules is None or rules.lookup != "chunk" or chunk is None \
-            or source.chunk_target is None:
+    if rules is None or rules.lookup != "chunk" or chunk is None:
         return len(hits)
     missing = [index for index, hit in enumerate(hits)
                if hit.metadata.get("visibility") is None]
     granted = budget.take(len(missing))
-    found = await asyncio.gather(*(_visibility(chunk, source.chunk_target, hits[index].id,
-                                               query, fetch) for index in missing[:granted]))
+    found = await asyncio.gather(*(_visibility(chunk, hits[index].id, query, fetch)
+                                   for index in missing[:granted]))
     for index, visibility in zip(missing, found, strict=False):
         hits[index].metadata["visibility"] = visibility
     return missing[granted] if granted < len(missing) else len(hits)
 
 
-async def _visibility(chunk: Operation, target: ProxyTarget, item: str, query: Query,
+async def _visibility(chunk: Operation[ChunkRead], item: str, query: Query,
                       fetch: Fetch) -> Any:
     if not ITEM_ID.fullmatch(item) or item in (".", ".."):
         return None  # unknown: seen by nobody
     try:
-        records = await fetch(chunk.call(target, {**values(query, 0, 1), "id": item}))
+        records = await fetch(chunk, chunk_values(query, item))
     except GatewayError as error:
         if error.status == 404:
             return None  # gone since the search: unknown

@@ -7,7 +7,7 @@ from typing import Any
 from gateway.capability import Capability
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
-from gateway.surfaces.aiendpoint.config import AiEndpoint
+from gateway.surfaces.aiendpoint.config import AiEndpoint, ai_endpoint_of
 
 
 class AiEndpointPlugin(Surface):
@@ -36,7 +36,7 @@ class AiEndpointPlugin(Surface):
         return Mount(self.name, documents=dict(documents))
 
     def openapi(self, settings: Settings) -> dict[str, Any]:
-        section = settings.ai_endpoint
+        section = ai_endpoint_of(settings)
         if section is None or not section.enabled:
             return {}
         from gateway.surfaces.aiendpoint.openapi import ai_endpoint_openapi

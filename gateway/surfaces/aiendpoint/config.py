@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from gateway.capability import Capability
+from gateway.strict import Strict
 
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+if TYPE_CHECKING:
+    from gateway.settings import Settings
 
 
 class TokenHints(Strict):
@@ -29,3 +29,10 @@ class AiEndpoint(Strict):
         [], description="Capabilities to expose besides the gateway's own spec surfaces."
     )
     token_hints: TokenHints = TokenHints()
+
+
+def ai_endpoint_of(settings: Settings) -> AiEndpoint | None:
+    """The config's `ai_endpoint` section, if any. The registry adds the field to `Settings`
+    from this surface's model, so the `Settings` type does not declare it."""
+    section = getattr(settings, "ai_endpoint", None)
+    return section if isinstance(section, AiEndpoint) else None

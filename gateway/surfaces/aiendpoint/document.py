@@ -21,7 +21,7 @@ from gateway.ratelimit.coverage import covers
 from gateway.ratelimit.tiers import higher_tier_reachable, per_minute
 from gateway.service import Service
 from gateway.settings import Settings
-from gateway.surfaces.aiendpoint.config import AiEndpoint
+from gateway.surfaces.aiendpoint.config import AiEndpoint, ai_endpoint_of
 
 WELL_KNOWN = "/.well-known/ai"
 ALIAS = "/ai"
@@ -48,7 +48,7 @@ def build_ai_document(
     service = settings.service
     if service is None:
         raise ValueError("the AI Discovery Document needs a `service` section")
-    section = settings.ai_endpoint or AiEndpoint()
+    section = ai_endpoint_of(settings) or AiEndpoint()
     capabilities = [*section.capabilities, *extra_capabilities]
     document: dict[str, Any] = {
         "aiendpoint": "1.0",
@@ -71,7 +71,7 @@ def ai_endpoint_documents(
     extra_capabilities: Sequence[Capability] = (),
 ) -> dict[str, StaticDocument]:
     """The document by path: `/.well-known/ai` and, with `alias`, the same object at `/ai`."""
-    section = settings.ai_endpoint
+    section = ai_endpoint_of(settings)
     if section is None or not section.enabled:
         return {}
     document = StaticDocument(
@@ -87,7 +87,7 @@ def ai_endpoint_problems(
     settings: Settings, *, extra_capabilities: Sequence[Capability] = ()
 ) -> list[Problem]:
     """What in the config would make the served document invalid or unsafe."""
-    section = settings.ai_endpoint
+    section = ai_endpoint_of(settings)
     if section is None or not section.enabled:
         return []
     if settings.service is None:

@@ -6,6 +6,7 @@ import re
 
 from gateway.ratelimit.coverage import covering_rules, uncovered_warning
 from gateway.settings import Settings
+from gateway.surfaces.aiendpoint.config import ai_endpoint_of
 from gateway.surfaces.aiendpoint.document import local_path
 
 Problem = tuple[str, str]
@@ -14,7 +15,7 @@ _COLON_PARAMETER = re.compile(r"/:([A-Za-z_][A-Za-z0-9_]*)")
 
 def ai_endpoint_warnings(settings: Settings) -> list[Problem]:
     """The configured capabilities' warnings; each surface warns about its own endpoints."""
-    section = settings.ai_endpoint
+    section = ai_endpoint_of(settings)
     if section is None or not section.enabled or settings.service is None:
         return []
     found: list[Problem] = []

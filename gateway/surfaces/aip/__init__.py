@@ -69,16 +69,16 @@ class AipPlugin(Surface):
         from gateway.surfaces.aip.declaration import aip_documents
         from gateway.surfaces.aip.handlers import routes
         from gateway.surfaces.aip.policy import AipPolicy
-        from gateway.surfaces.aip.render import error_response
+        from gateway.surfaces.aip.signed import render_error
         from gateway.surfaces.aip.wiring import Wiring
 
         settings = context.settings
         policy = AipPolicy(context.bundle)
         documents = aip_documents(aip, settings.public_base_url or "", policy, context.modified)
-        wiring = Wiring.acquire(aip)  # sources compile: the load-time checks made sure
+        wiring = Wiring.acquire(aip, context.shared)
+        # The sources compile: the load-time checks made sure of it.
         served = routes(aip, set(settings.upstreams), policy, wiring)
-        return Mount(self.name, served, documents=dict(documents), render_error=error_response,
-                     on_close=wiring.release)
+        return Mount(self.name, served, documents=dict(documents), render_error=render_error)
 
     def openapi(self, settings: Settings) -> dict[str, Any]:
         aip = self.section(settings)

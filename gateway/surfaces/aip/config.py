@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, Field
 
 from gateway.operations import UpstreamOperation
+from gateway.strict import Strict
 from gateway.surfaces.aip.signing_config import Events, KeyPrefix, Signing, store_url
 
 # The spec's dot-hierarchy: `finance` covers `finance.markets`.
@@ -15,10 +16,6 @@ Domain = Annotated[str, Field(pattern=r"^[a-z0-9]+(\.[a-z0-9-]+)*$", max_length=
 SourceName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
 Path = Annotated[str, Field(pattern=r"^(/[A-Za-z0-9._~-]+)+$")]
 Encoding = Literal["cl100k_base", "o200k_base"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Publisher(Strict):
@@ -119,7 +116,9 @@ class Source(Strict):
     domains: list[Domain] = Field(
         [], description="Intent domains this source answers; empty: every editorial domain."
     )
-    search: UpstreamOperation
+    search: UpstreamOperation = Field(
+        description="Placeholders: {query}, and {limit}, {top_k} and {fetch} (each the number "
+        "of hits wanted); {offset} is 0.")
     article: UpstreamOperation | None = Field(
         None, description="Reads one hit's whole text ({id}); it is split into chunks."
     )

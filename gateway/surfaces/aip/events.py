@@ -127,12 +127,19 @@ def citation_problem(event: Any) -> tuple[str, str] | None:
 
 
 def _short(error: jsonschema.ValidationError) -> str:
-    kinds = {"type": f"expected {error.validator_value}", "enum": "expected one of "
-             f"{', '.join(map(str, error.validator_value or []))}",
-             "const": f"expected {error.validator_value!r}",
-             "format": f"expected a valid {error.validator_value}",
-             "minimum": f"expected at least {error.validator_value}"}
-    return kinds.get(str(error.validator), "is invalid")
+    value = error.validator_value
+    match error.validator:
+        case "type":
+            return f"expected {value}"
+        case "enum" if isinstance(value, list):
+            return f"expected one of {', '.join(map(str, value))}"
+        case "const":
+            return f"expected {value!r}"
+        case "format":
+            return f"expected a valid {value}"
+        case "minimum":
+            return f"expected at least {value}"
+    return "is invalid"
 
 
 class EventSink(Protocol):
@@ -241,12 +248,13 @@ class RedisStreamSink:
 
         try:
             if limit:
-                entries = (await self._client.xrevrange(self._stream, count=limit))[::-1]
+                entries = (await self._client.xrevrange(self._stream, count=limit) or [])[::-1]
             else:
-                entries = await self._client.xrange(self._stream)
+                entries = await self._client.xrange(self._stream) or []
         except (redis.exceptions.RedisError, OSError) as exc:
             raise EventSinkUnavailable(type(exc).__name__) from exc
-        return [json.loads(fields[b"event"]) for _, fields in entries]
+        # redis-py types the reply and an entry's fields as possibly None
+        return [json.loads(fields[b"event"]) for _, fields in entries if fields is not None]
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.asgi import Scope
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.model import Principal, TokenKind
@@ -20,9 +21,11 @@ from gateway.surfaces.aip.signing import SigningFailure, VerifiedKey, Verifier, 
 from gateway.surfaces.aip.signing_config import Signing
 
 
-class SignatureRefused(Exception):
+class SignatureRefused(GatewayError):
+    """A signature the gate refuses, answered with the signing page's minimal body."""
+
     def __init__(self, failure: SigningFailure) -> None:
-        super().__init__(failure.code)
+        super().__init__(failure.status, failure.code, failure.message)
         self.failure = failure
 
 
@@ -34,7 +37,7 @@ def check_platform(verified: VerifiedKey | None, platform: str) -> None:
                            "platform.id is not the platform of the signing key.")
 
 
-def request_target(scope: dict[str, Any]) -> str:
+def request_target(scope: Scope) -> str:
     """The path and query as sent, which the canonical string covers."""
     raw = scope.get("raw_path")
     path = raw.decode("latin-1") if raw else scope["path"]
@@ -74,7 +77,7 @@ class Gate:
                                   kind=TokenKind.CLIENT)
         return outcome
 
-    def sign(self, verified: VerifiedKey | None, scope: dict[str, Any],
+    def sign(self, verified: VerifiedKey | None, scope: Scope,
              response: Response) -> Response:
         """Sign the response with the request's key when `sign_responses` is on."""
         if verified is not None and self._verifier is not None:

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
 
-from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from gateway import errors
-from gateway.context import RequestContext
 from gateway.errors import GatewayError
+from gateway.exchange import Exchange
+from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json
 from gateway.surfaces.aip.chunks import Chunk, select, split
@@ -32,8 +30,7 @@ from gateway.surfaces.aip.request import (
     parse_retrieve,
     readable_request_id,
 )
-from gateway.surfaces.aip.signed import SignedEndpoint
-from gateway.surfaces.aip.signing import VerifiedKey
+from gateway.surfaces.aip.signed import AipAnswer, Denied, SignedEndpoint, content_type
 from gateway.surfaces.aip.sources import compile_sources, read_pieces
 from gateway.surfaces.aip.tokens import TokenCounter
 from gateway.surfaces.aip.wiring import Wiring
@@ -55,45 +52,37 @@ class Retriever(SignedEndpoint):
     def _body_limit(self, proxy_limit: int) -> int:
         return min(proxy_limit, self.aip.retrieve_max_bytes)
 
-    async def _handle(self, request: Request, ctx: RequestContext,
-                      generation: Any) -> tuple[Response, VerifiedKey | None]:
-        request_id, verified = ctx.request_id, None
-        try:
-            raw, verified = await self._admitted_body(request, ctx, generation)
-            body, problem = parse_json(raw, request.headers.get("content-type", ""),
-                                       {QUERY_PATH: self.aip.retrieval.max_query_chars})
-            request_id = readable_request_id(body) or request_id
-            ask = None
-            if problem is None:  # only a body of the right media type is ever acted on
-                try:
-                    ask = parse_retrieve(body)
-                    check_platform(verified, ask.platform)
-                except GatewayError as error:
-                    ask, problem = None, error
-            ctx.platform_id = ask.platform if ask else None
-            refusal = await _rate_limit(generation, ctx)
-            if refusal is not None:
-                return _denied(ctx, request_id, *refusal), verified
-            if problem is not None or ask is None:
-                raise problem or invalid("The request could not be read.")
-            return await self._answer(ask, generation, ctx), verified
-        except GatewayError as error:
-            ctx.error_code = error.code
-            return render.error(request_id, error), verified
+    async def _handle(self, exchange: Exchange, answer: AipAnswer) -> Response:
+        ctx = exchange.ctx
+        raw = await self._admitted_body(exchange, answer)
+        body, problem = parse_json(raw, content_type(exchange.request),
+                                   {QUERY_PATH: self.aip.retrieval.max_query_chars})
+        answer.request_id = readable_request_id(body) or answer.request_id
+        ask = None
+        if problem is None:  # only a body of the right media type is ever acted on
+            try:
+                ask = parse_retrieve(body)
+                check_platform(answer.verified, ask.platform)
+            except GatewayError as error:
+                ask, problem = None, error
+        ctx.platform_id = ask.platform if ask else None
+        await _rate_limit(exchange)  # keyed on the platform, so after the body is read
+        if problem is not None or ask is None:
+            raise problem or invalid("The request could not be read.")
+        return await self._answer(ask, exchange)
 
-    async def _answer(self, ask: RetrieveRequest, generation: Any,
-                      ctx: RequestContext) -> Response:
-        policy = self.policy
+    async def _answer(self, ask: RetrieveRequest, exchange: Exchange) -> Response:
+        ctx, policy = exchange.ctx, self.policy
         denial = policy.decide(self.aip, ask, datetime.now(UTC).date(), ctx)
         if denial is not None:
-            return _denied(ctx, ask.request_id, denial)
+            raise Denied(denial)
         limits = policy.limits(self.aip.retrieval.max_chunks, self.aip.retrieval.max_tokens)
         source = self.sources[pick_source(self.aip, ask) or ""]
         budget = ask.latency_budget_ms
         try:
             async with asyncio.timeout(budget / 1000 if budget is not None else None):
                 pieces = await read_pieces(source, ask.query_text or "", limits.max_chunks,
-                                           generation, ctx)
+                                           exchange.generation, ctx)
         except TimeoutError:
             ctx.upstream_error = "timeout"
             raise errors.upstream_timeout() from None
@@ -121,29 +110,25 @@ class Retriever(SignedEndpoint):
         await store_event(self.sink, event)
 
 
-def routes(aip: Aip, upstreams: set[str], policy: AipPolicy, wiring: Wiring) -> list[Route]:
+def routes(aip: Aip, upstreams: set[str], policy: AipPolicy,
+           wiring: Wiring) -> list[SurfaceRoute]:
     gate, sink, ledger = wiring.gate, wiring.sink, wiring.ledger
     retriever = Retriever(aip, upstreams, policy, gate, sink, ledger)
-    served = [Route(aip.retrieve_path, retriever.handle, methods=["POST"], name="aip.retrieve")]
+    served = [SurfaceRoute(aip.retrieve_path, retriever.handle, methods=["POST"],
+                           name="aip.retrieve", admission=Admission.SURFACE)]
     if aip.event is not None and sink is not None and ledger is not None:
         intake = EventIntake(aip, gate, sink, ledger)
-        served.append(Route(aip.event.path, intake.handle, methods=["POST"], name="aip.event"))
+        served.append(SurfaceRoute(aip.event.path, intake.handle, methods=["POST"],
+                                   name="aip.event", admission=Admission.SURFACE))
     return served
 
 
-def _denied(ctx: RequestContext, request_id: str, denial: Denial,
-            headers: dict[str, str] | None = None) -> Response:
-    ctx.error_code = denial.reason
-    return render.denied(request_id, denial, headers)
-
-
-async def _rate_limit(generation: Any,
-                      ctx: RequestContext) -> tuple[Denial, dict[str, str]] | None:
-    """A 429 from the rate-limit stage as an AIP `rate_limited` denial; other failures raise."""
+async def _rate_limit(exchange: Exchange) -> None:
+    """A 429 from the rate-limit stage is AIP's `rate_limited` denial; other failures raise."""
     try:
-        await generation.pipeline.limit(ctx)
+        await exchange.pipeline.limit(exchange.ctx)
     except GatewayError as error:
         if error.code != "rate_limited":
             raise
-        return Denial("rate_limited", "Too many requests; retry later."), dict(error.headers)
-    return None
+        raise Denied(Denial("rate_limited", "Too many requests; retry later."),
+                     error.headers) from None

@@ -9,11 +9,10 @@ import hashlib
 from typing import Any
 
 import orjson
-from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.context import RequestContext
 from gateway.errors import GatewayError
+from gateway.exchange import Exchange
 from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json
 from gateway.surfaces.aip.config import Aip
@@ -22,8 +21,7 @@ from gateway.surfaces.aip.gate import Gate, check_platform
 from gateway.surfaces.aip.ledger import Claim, EventLedger, events_unavailable
 from gateway.surfaces.aip.names import normal_name
 from gateway.surfaces.aip.request import readable_request_id
-from gateway.surfaces.aip.signed import SignedEndpoint
-from gateway.surfaces.aip.signing import VerifiedKey
+from gateway.surfaces.aip.signed import AipAnswer, SignedEndpoint, content_type
 
 
 async def store_event(sink: EventSink, event: dict[str, Any]) -> None:
@@ -55,27 +53,21 @@ class EventIntake(SignedEndpoint):
     def _body_limit(self, proxy_limit: int) -> int:
         return min(proxy_limit, self.max_bytes)
 
-    async def _handle(self, request: Request, ctx: RequestContext,
-                      generation: Any) -> tuple[Response, VerifiedKey | None]:
-        request_id, verified = ctx.request_id, None
-        try:
-            raw, verified = await self._admitted_body(request, ctx, generation)
-            await generation.pipeline.limit(ctx)
-            event, problem = parse_json(raw, request.headers.get("content-type", ""))
-            request_id = readable_request_id(event) or request_id
-            if problem is not None:
-                raise problem
-            self._check(event)
-            platform = normal_name(event["platform"]["id"])
-            check_platform(verified, platform)
-            if not await self.ledger.issued(platform, event["request_id"]):
-                raise invalid_event("request_id", "no request with this id was answered to "
-                                    "this platform within the retention window")
-            await self._store_once(platform, event)
-            return render.accepted(request_id, event["event_id"]), verified
-        except GatewayError as error:
-            ctx.error_code = error.code
-            return render.error(request_id, error), verified
+    async def _handle(self, exchange: Exchange, answer: AipAnswer) -> Response:
+        raw = await self._admitted_body(exchange, answer)
+        await exchange.pipeline.limit(exchange.ctx)
+        event, problem = parse_json(raw, content_type(exchange.request))
+        answer.request_id = readable_request_id(event) or answer.request_id
+        if problem is not None:
+            raise problem
+        self._check(event)
+        platform = normal_name(event["platform"]["id"])
+        check_platform(answer.verified, platform)
+        if not await self.ledger.issued(platform, event["request_id"]):
+            raise invalid_event("request_id", "no request with this id was answered to "
+                                "this platform within the retention window")
+        await self._store_once(platform, event)
+        return render.accepted(answer.request_id, event["event_id"])
 
     def _check(self, event: Any) -> None:
         problem = citation_problem(event)

@@ -13,6 +13,7 @@ from gateway.policy.bundle import PolicyBundle
 from gateway.policy.decisions import note
 from gateway.policy.rules import Ask
 from gateway.surfaces.aip.config import Aip
+from gateway.surfaces.aip.policy_rules import AipLimit
 from gateway.surfaces.aip.request import RetrieveRequest
 
 
@@ -42,7 +43,8 @@ class AipPolicy:
 
     def __init__(self, bundle: PolicyBundle | None) -> None:
         self.bundle = bundle
-        self._limits = bundle.of_kind("aip_limit") if bundle is not None else []
+        limits = bundle.of_kind("aip_limit") if bundle is not None else []
+        self._limits = [rule for rule in limits if isinstance(rule, AipLimit)]
 
     def limits(self, declared_chunks: int, declared_tokens: int) -> Limits:
         chunks = [declared_chunks, *(r.max_chunks for r in self._limits if r.max_chunks)]

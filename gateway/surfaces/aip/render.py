@@ -89,11 +89,6 @@ def accepted(request_id: str, event_id: str) -> Response:
                       "event_id": event_id}, 202)
 
 
-def error_response(failure: GatewayError, request_id: str) -> Response:
-    """The surface's error renderer for the app (405s and unhandled failures)."""
-    return error(request_id, failure)
-
-
 def _envelope(request_id: str, status: str) -> dict[str, Any]:
     now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     return {"aip_version": VERSION, "request_id": request_id, "timestamp": now,

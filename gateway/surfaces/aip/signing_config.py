@@ -14,8 +14,6 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     SecretBytes,
@@ -23,6 +21,7 @@ from pydantic import (
 )
 
 from gateway.redis_url import check as check_redis_url
+from gateway.strict import Strict
 from gateway.surfaces.aip.names import normal_name
 
 MIN_SECRET_BYTES = 16
@@ -36,10 +35,6 @@ KeyPrefix = Annotated[str, Field(pattern=r"^[A-Za-z0-9:_{}.-]{1,64}$")]
 def store_url(value: str) -> str:
     """memory://, or any Redis URL `gateway.redis_url` reaches (cluster and sentinel too)."""
     return value if urlsplit(value).scheme == "memory" else check_redis_url(value)
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SigningKey(Strict):

@@ -10,21 +10,39 @@ from typing import Any
 
 from gateway import errors
 from gateway.context import RequestContext
-from gateway.mapping import HitMapping
 from gateway.model import Hit, Principal
-from gateway.operations import Operation, compile_operation
-from gateway.pipeline import call_upstream_json
+from gateway.operations import Operation, Placeholders, compile_operation
 from gateway.policy.engine import may_see_record
 from gateway.surfaces.aip.chunks import Piece
 from gateway.surfaces.aip.config import Aip, Source
+from gateway.upstream_call import UpstreamCalls
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSearch(Placeholders):
+    """A source's search: the query text, and how many hits are wanted (`limit`, and the same
+    number as `top_k` and `fetch`; `offset` is always 0)."""
+
+    query: str
+    limit: int
+    top_k: int
+    fetch: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArticleRead(Placeholders):
+    """One hit's whole article, by the hit's id."""
+
+    id: str
 
 
 @dataclass(frozen=True, slots=True)
 class CompiledSource:
     name: str
     settings: Source
-    search: Operation
-    article: Operation | None
+    search: Operation[SourceSearch]
+    article: Operation[ArticleRead] | None
     # None: hits are public unless their mapping says otherwise (then nobody sees them).
     visibility_rules: dict[str, frozenset[str]] | None
 
@@ -38,12 +56,12 @@ def compile_sources(aip: Aip, upstreams: set[str]) -> dict[str, CompiledSource]:
     compiled = {}
     for name, source in aip.sources.items():
         where = f"aip.sources.{name}"
-        article = (compile_operation(source.article, f"{where}.article", upstreams)
+        search = compile_operation(source.search, f"{where}.search", upstreams, SourceSearch)
+        article = (compile_operation(source.article, f"{where}.article", upstreams, ArticleRead)
                    if source.article is not None else None)
         rules = source.record_visibility
         compiled[name] = CompiledSource(
-            name, source, compile_operation(source.search, f"{where}.search", upstreams),
-            article, None if rules is None else
+            name, source, search, article, None if rules is None else
             {value: frozenset(scopes) for value, scopes in rules.scopes.items()})
     return compiled
 
@@ -51,19 +69,17 @@ def compile_sources(aip: Aip, upstreams: set[str]) -> dict[str, CompiledSource]:
 async def read_pieces(source: CompiledSource, query: str, hits_wanted: int,
                       generation: Any, ctx: RequestContext) -> list[Piece]:
     """The texts the answer is cut from, best hit first; any upstream failure raises."""
-    identity = generation.pipeline.identity.headers(ctx.principal) \
-        if generation.pipeline.identity else []
-    values = {"query": query, "top_k": hits_wanted, "limit": hits_wanted,
-              "fetch": hits_wanted, "offset": 0, "vector": [], "id": ""}
-    call = source.search.call(generation.targets[source.search.settings.upstream], values)
-    hits = _mapped(call.mapping, await call_upstream_json(call, ctx, identity))[:hits_wanted]
+    upstream: UpstreamCalls = generation.pipeline.upstream
+    wanted = SourceSearch(query=query, limit=hits_wanted, top_k=hits_wanted, fetch=hits_wanted,
+                          offset=0)
+    hits = (await upstream.hits(source.search, wanted, ctx))[:hits_wanted]
     if source.article is not None:
         # A hit the search already shows hidden is never read; the others are judged on the
         # article's visibility (or the search hit's, when the article does not give one).
         hits = [hit for hit in hits
                 if "visibility" not in hit.metadata or visible(source, hit, ctx.principal)]
-        articles = await asyncio.gather(*(_article(source.article, hit, generation, ctx,
-                                                   identity) for hit in hits))
+        articles = await asyncio.gather(*(_article(source.article, hit, upstream, ctx)
+                                          for hit in hits))
         hits = [hit for hit in articles if hit is not None]
     return [piece for hit in hits
             if visible(source, hit, ctx.principal) and (piece := _piece(hit)) is not None]
@@ -78,29 +94,19 @@ def visible(source: CompiledSource, hit: Hit, principal: Principal) -> bool:
                           source.visibility_rules or {}, principal)
 
 
-async def _article(operation: Operation, found_by: Hit, generation: Any,
-                   ctx: RequestContext, identity: list) -> Hit | None:
-    call = operation.call(generation.targets[operation.settings.upstream], {"id": found_by.id})
+async def _article(operation: Operation[ArticleRead], found_by: Hit, upstream: UpstreamCalls,
+                   ctx: RequestContext) -> Hit | None:
     try:
-        document = await call_upstream_json(call, ctx, identity)
+        found = await upstream.hits(operation, ArticleRead(id=found_by.id), ctx)
     except errors.GatewayError as error:
         if error.code == "not_found":  # gone since the search: leave it out
             return None
         raise
-    found = _mapped(call.mapping, document)
     if not found:
         return None
     if "visibility" in found_by.metadata:
         found[0].metadata.setdefault("visibility", found_by.metadata["visibility"])
     return found[0]
-
-
-def _mapped(mapping: HitMapping, document: Any) -> list[Hit]:
-    """Hits of a document; a document the mapping cannot read is the upstream's fault."""
-    items = mapping.items.search(document) if mapping.items is not None else document
-    if not isinstance(items, list | dict):
-        raise errors.upstream_protocol_error()
-    return mapping.hits(document)
 
 
 def _piece(hit: Hit) -> Piece | None:

@@ -1,6 +1,9 @@
 """One generation's share of the AIP stores: the nonce store behind its signature gate, the
-event sink, and the ledger of issued request ids and event ids, acquired from `shared` when the
-surface mounts and released when it closes."""
+event sink, and the ledger of issued request ids and event ids, leased from the runtime's shared
+resources (gateway.lifetimes) when the surface mounts. A reload with the same settings keeps
+them: a nonce seen before it is still refused after it, and events queued by the old
+generation are written by the same writer; the last generation using one closes it, which is
+what flushes a file sink on SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import os
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from gateway.surfaces.aip import shared
+from gateway.lifetimes import Lease
 from gateway.surfaces.aip.config import Aip, EventEndpoint
 from gateway.surfaces.aip.events import EventSink, create_sink
 from gateway.surfaces.aip.gate import Gate
@@ -37,30 +40,21 @@ class Wiring:
     gate: Gate
     sink: EventSink | None
     ledger: EventLedger | None
-    keys: tuple[Hashable, ...]
 
     @classmethod
-    def acquire(cls, aip: Aip) -> Wiring:
-        keys: list[Hashable] = []
+    def acquire(cls, aip: Aip, shared: Lease) -> Wiring:
         signing, nonces = aip.signing, None
         if signing is not None and signing.enabled:
-            keys.append(nonce_key(signing))
-            nonces = shared.acquire(keys[-1], lambda: create_nonce_store(signing))
+            nonces = shared.acquire(nonce_key(signing), lambda: create_nonce_store(signing))
         sink = None
         if aip.events is not None:
             events = aip.events
-            keys.append(sink_key(events))
-            sink = shared.acquire(keys[-1], lambda: create_sink(events))
+            sink = shared.acquire(sink_key(events), lambda: create_sink(events))
         ledger = None
         if aip.event is not None and sink is not None:
             event, url = aip.event, aip.ledger_store()
-            keys.append(ledger_key(url, event))
-            store = shared.acquire(keys[-1], lambda: create_store(
+            store = shared.acquire(ledger_key(url, event), lambda: create_store(
                 url, event.key_prefix, event.store_timeout, event.max_memory_entries,
                 evict=True))
             ledger = EventLedger(store, event.retention)
-        return cls(Gate(signing, nonces), sink, ledger, tuple(keys))
-
-    async def release(self) -> None:
-        for key in self.keys:
-            await shared.release(key)
+        return cls(Gate(signing, nonces), sink, ledger)

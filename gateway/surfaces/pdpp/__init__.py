@@ -70,12 +70,11 @@ class PdppPlugin(Surface):
         if pdpp is None:
             return None
         from gateway.surfaces.pdpp.handlers import PdppService
-        from gateway.surfaces.pdpp.render import error_response
         from gateway.surfaces.pdpp.streams import compile_streams
 
         streams = compile_streams(pdpp, set(context.settings.upstreams))
         service = PdppService(pdpp, streams, cursor_key(pdpp))
-        return Mount(self.name, service.routes(), render_error=error_response,
+        return Mount(self.name, service.routes(), render_error=service.render_error,
                      prefixes=(f"{pdpp.base_path}/v1/streams", f"{pdpp.base_path}/v1/search"))
 
     def _enabled(self, settings: Settings) -> Pdpp | None:

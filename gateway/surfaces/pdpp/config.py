@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field, SecretStr
 
 from gateway.operations import UpstreamOperation
+from gateway.strict import Strict
 
 StreamName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
 FieldName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")]
 RangeOp = Literal["gte", "gt", "lte", "lt"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class FieldSpec(Strict):
@@ -29,7 +26,8 @@ class FieldSpec(Strict):
 class UpstreamSearch(Strict):
     """Search delegated to the legacy API. `{query}` is the text; `{fields}` the list of
     fields the caller may match (repeated query parameters, or a JSON list in a body) and
-    `{fields_csv}` the same list comma-separated. The mapping's `id` is the record key."""
+    `{fields_csv}` the same list comma-separated; `{subject}` the token's subject and `{limit}`
+    the stream's max_records. The mapping's `id` is the record key."""
 
     operation: UpstreamOperation
 

@@ -1,5 +1,6 @@
 """The PDPP resource-server endpoints: streams, records and search, each admitted by the
-shared pipeline (authentication, rate limits) and answered in PDPP's dialect."""
+shared pipeline (authentication, rate limits) before it runs; failures are raised and
+answered in PDPP's dialect by `PdppService.render_error`."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
+from gateway.exchange import Exchange
 from gateway.model import Principal, TokenKind
-from gateway.pipeline import call_upstream_json, map_hits
+from gateway.surface import SurfaceRoute
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor
 from gateway.surfaces.pdpp import filters, render, request, search
 from gateway.surfaces.pdpp.config import Pdpp
@@ -30,29 +31,24 @@ from gateway.surfaces.pdpp.projection import (
 )
 from gateway.surfaces.pdpp.records import page_after, position_of, sort_records
 from gateway.surfaces.pdpp.store import Entry, Store
-from gateway.surfaces.pdpp.streams import CompiledStream, read_all, read_one
+from gateway.surfaces.pdpp.streams import CompiledStream, FieldSearch, ReadItems, read_all, read_one
 
 Handler = Callable[..., Awaitable[Response]]
 
 
-def _pdpp(handler: Handler) -> Callable[[Any, Request], Awaitable[Response]]:
-    """Version negotiation, admission, and every failure in PDPP's error envelope."""
+def _pdpp(handler: Handler) -> Callable[[Any, Exchange], Awaitable[Response]]:
+    """Version negotiation and the token kinds PDPP serves, once the pipeline has admitted the
+    caller; failures raise and are answered by `PdppService.render_error`."""
 
     @functools.wraps(handler)
-    async def endpoint(self: PdppService, http: Request) -> Response:
-        ctx, generation = http.scope["aigw"]
+    async def endpoint(self: PdppService, exchange: Exchange) -> Response:
+        ctx, http = exchange.ctx, exchange.request
         ctx.surface = "pdpp"
-        version = self.pdpp.versions[0]
-        try:
-            version = self.version(http)
-            await generation.pipeline.admit(ctx, http.scope)
-            if ctx.principal.kind not in (TokenKind.OWNER, TokenKind.CLIENT):
-                raise GatewayError(401, "missing_credentials", "A bearer token is required.",
-                                   headers=(("www-authenticate", 'Bearer realm="aigw"'),))
-            return await handler(self, http, ctx, generation, version)
-        except GatewayError as error:
-            ctx.error_code = error.code
-            return render.error_response(error, ctx.request_id, version)
+        version = self.version(http)
+        if ctx.principal.kind not in (TokenKind.OWNER, TokenKind.CLIENT):
+            raise GatewayError(401, "missing_credentials", "A bearer token is required.",
+                               headers=(("www-authenticate", 'Bearer realm="aigw"'),))
+        return await handler(self, http, ctx, exchange.generation, version)
 
     return endpoint
 
@@ -66,24 +62,34 @@ class PdppService:
         self.cursors = CursorSigner(secret, pdpp.cursor_ttl)
         self.store = Store(pdpp.refresh_seconds)
 
-    def routes(self) -> list[Route]:
+    def routes(self) -> list[SurfaceRoute]:
         base = self.pdpp.base_path
         found = [
-            Route(f"{base}/v1/streams", self.list_streams, methods=["GET"], name="pdpp.streams"),
-            Route(f"{base}/v1/streams/{{stream}}", self.stream_metadata, methods=["GET"],
-                  name="pdpp.stream"),
-            Route(f"{base}/v1/streams/{{stream}}/records", self.list_records, methods=["GET"],
-                  name="pdpp.records"),
-            Route(f"{base}/v1/streams/{{stream}}/records/{{key:path}}", self.get_record,
-                  methods=["GET"], name="pdpp.record"),
+            SurfaceRoute(f"{base}/v1/streams", self.list_streams, methods=["GET"],
+                         name="pdpp.streams"),
+            SurfaceRoute(f"{base}/v1/streams/{{stream}}", self.stream_metadata, methods=["GET"],
+                         name="pdpp.stream"),
+            SurfaceRoute(f"{base}/v1/streams/{{stream}}/records", self.list_records,
+                         methods=["GET"], name="pdpp.records"),
+            SurfaceRoute(f"{base}/v1/streams/{{stream}}/records/{{key:path}}", self.get_record,
+                         methods=["GET"], name="pdpp.record"),
         ]
         if lexical_served(self.pdpp):
-            found.append(Route(f"{base}/v1/search", self.lexical_search, methods=["GET"],
-                               name="pdpp.search"))
+            found.append(SurfaceRoute(f"{base}/v1/search", self.lexical_search,
+                                      methods=["GET"], name="pdpp.search"))
         if semantic_served(self.pdpp):
-            found.append(Route(f"{base}/v1/search/semantic", self.semantic_search,
-                               methods=["GET"], name="pdpp.semantic"))
+            found.append(SurfaceRoute(f"{base}/v1/search/semantic", self.semantic_search,
+                                      methods=["GET"], name="pdpp.semantic"))
         return found
+
+    def render_error(self, error: GatewayError, exchange: Exchange) -> Response:
+        """Every failure of a PDPP path, in the version the caller asked for when it is one
+        served (else the newest)."""
+        try:
+            version = self.version(exchange.request)
+        except GatewayError:
+            version = self.pdpp.versions[0]
+        return render.error_response(error, exchange.request_id, version)
 
     def version(self, http: Request) -> str:
         sent = http.headers.get(render.VERSION_HEADER)
@@ -151,8 +157,7 @@ class PdppService:
             raise GatewayError(404, "not_found", "No such record.")
         stream = access.stream
         if stream.record_op is not None:
-            target = generation.targets[stream.record_op.settings.upstream]
-            found = await read_one(stream, _subject(ctx), key, target, self._fetch(ctx, generation))
+            found = await read_one(stream, _subject(ctx), key, self._read(ctx, generation))
             read_at = _now()
         else:
             entry = await self._entry(stream, ctx, generation)
@@ -226,14 +231,10 @@ class PdppService:
         async def ids(stream: CompiledStream, fields: tuple[str, ...]) -> list[str]:
             operation = stream.lexical_op
             assert operation is not None
-            values = {"query": q, "fields": list(fields), "fields_csv": ",".join(fields),
-                      "subject": _subject(ctx), "limit": stream.settings.max_records,
-                      "top_k": stream.settings.max_records, "fetch": stream.settings.max_records,
-                      "offset": 0, "id": "", "vector": [], "visibility": ""}
-            call = operation.call(generation.targets[operation.settings.upstream], values)
-            identity = generation.pipeline.identity.headers(ctx.principal)
-            return [hit.id for hit in map_hits(call, await call_upstream_json(call, ctx, identity),
-                                               ctx)]
+            values = FieldSearch(query=q, fields=list(fields), fields_csv=",".join(fields),
+                                 subject=_subject(ctx), limit=stream.settings.max_records)
+            hits = await generation.pipeline.upstream.hits(operation, values, ctx)
+            return [hit.id for hit in hits]
         return ids
 
     def _metadata(self, stream: CompiledStream) -> dict[str, Any]:
@@ -259,14 +260,12 @@ class PdppService:
 
     async def _entry(self, stream: CompiledStream, ctx: RequestContext, generation: Any) -> Entry:
         subject = _subject(ctx)
-        target = generation.targets[stream.list_op.settings.upstream]
-        fetch = self._fetch(ctx, generation)
-        return await self.store.entry(stream, subject,
-                                      lambda: read_all(stream, subject, target, fetch))
+        read = self._read(ctx, generation)
+        return await self.store.entry(stream, subject, lambda: read_all(stream, subject, read))
 
-    def _fetch(self, ctx: RequestContext, generation: Any) -> Any:
-        identity = generation.pipeline.identity.headers(ctx.principal)
-        return lambda call: call_upstream_json(call, ctx, identity)
+    def _read(self, ctx: RequestContext, generation: Any) -> ReadItems:
+        upstream = generation.pipeline.upstream
+        return lambda operation, values: upstream.items(operation, values, ctx)
 
     def _position(self, cursor: str | None, binding: dict[str, Any]) -> list[Any] | None:
         if cursor is None:

@@ -3,22 +3,56 @@ from the legacy API (paged list calls, fields mapped with JMESPath)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import jmespath
 from jmespath.parser import ParsedResult
 
 from gateway.mapping import MappingError
-from gateway.operations import Operation, compile_operation
+from gateway.operations import K, Operation, Placeholders, compile_operation
 from gateway.surfaces.pdpp.config import Pdpp, Stream
 
-LIST_PLACEHOLDERS = frozenset({"subject", "page", "after"})
-SEARCH_PLACEHOLDERS = frozenset({"subject", "fields", "fields_csv"})
 SCALARS = frozenset({"string", "integer", "number", "boolean"})
 
-FetchJson = Callable[[Any], Awaitable[Any]]  # one UpstreamCall -> the upstream's JSON
+
+@dataclass(frozen=True, slots=True)
+class RecordPage(Placeholders):
+    """One page of a stream's records for a subject (the token's subject): `limit` records
+    from `offset`, the 1-based `page`, and `after` (the key of the previous page's last item)."""
+
+    subject: str
+    limit: int
+    offset: int
+    page: int
+    after: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRead(Placeholders):
+    """One record of a subject, by its key."""
+
+    subject: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSearch(Placeholders):
+    """A search of a subject's records: the query text, the fields the caller may match (a
+    list, and `fields_csv` comma-separated) and `limit`, the stream's max_records."""
+
+    query: str
+    fields: list[str]
+    fields_csv: str
+    subject: str
+    limit: int
+
+
+class ReadItems(Protocol):
+    """One upstream operation called with its kind's values: the items it answered."""
+
+    def __call__(self, operation: Operation[K], values: K) -> Awaitable[list[Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +69,9 @@ class CompiledStream:
     name: str
     settings: Stream
     paths: dict[str, ParsedResult]
-    list_op: Operation
-    record_op: Operation | None
-    lexical_op: Operation | None
+    list_op: Operation[RecordPage]
+    record_op: Operation[RecordRead] | None
+    lexical_op: Operation[FieldSearch] | None
     lexical_fields: tuple[str, ...]  # declared and a top-level string of the schema
     semantic_fields: tuple[str, ...]
 
@@ -104,11 +138,11 @@ def _compile(name: str, stream: Stream, upstreams: set[str]) -> CompiledStream:
     lexical = stream.search.lexical
     return CompiledStream(
         name, stream, paths,
-        compile_operation(stream.records, f"{where}.records", upstreams, LIST_PLACEHOLDERS),
-        compile_operation(stream.record, f"{where}.record", upstreams, LIST_PLACEHOLDERS)
+        compile_operation(stream.records, f"{where}.records", upstreams, RecordPage),
+        compile_operation(stream.record, f"{where}.record", upstreams, RecordRead)
         if stream.record else None,
         compile_operation(lexical.operation, f"{where}.search.lexical.operation", upstreams,
-                          SEARCH_PLACEHOLDERS) if not isinstance(lexical, str) else None,
+                          FieldSearch) if not isinstance(lexical, str) else None,
         searchable(stream, stream.search.lexical_fields),
         searchable(stream, stream.search.semantic_fields),
     )
@@ -121,18 +155,15 @@ class Snapshot:
     truncated: bool  # max_records was reached: more records may exist upstream
 
 
-async def read_all(stream: CompiledStream, subject: str, target: Any,
-                   fetch: FetchJson) -> tuple[list[Record], bool]:
+async def read_all(stream: CompiledStream, subject: str,
+                   read: ReadItems) -> tuple[list[Record], bool]:
     """Every record of a stream for one subject, paging until a short or repeated page."""
     size, limit = stream.settings.page_size, stream.settings.max_records
     records: dict[str, Record] = {}
     after = ""
     for page in range(limit // size + 1):
-        values = {"subject": subject, "limit": size, "offset": page * size, "page": page + 1,
-                  "after": after, "fetch": size, "top_k": size, "query": "", "vector": [],
-                  "id": "", "visibility": ""}
-        document = await fetch(stream.list_op.call(target, values))
-        items = _items(stream.list_op, document)
+        items = await read(stream.list_op, RecordPage(
+            subject=subject, limit=size, offset=page * size, page=page + 1, after=after))
         fresh = [r for item in items if (r := stream.record(item)) and r.key not in records]
         for record in fresh:
             records[record.key] = record
@@ -144,20 +175,10 @@ async def read_all(stream: CompiledStream, subject: str, target: Any,
     return list(records.values()), True
 
 
-async def read_one(stream: CompiledStream, subject: str, key: str, target: Any,
-                   fetch: FetchJson) -> Record | None:
+async def read_one(stream: CompiledStream, subject: str, key: str,
+                   read: ReadItems) -> Record | None:
     """One record through the stream's record operation."""
     assert stream.record_op is not None
-    values = {"subject": subject, "id": key, "limit": 1, "offset": 0, "page": 1, "after": "",
-              "fetch": 1, "top_k": 1, "query": "", "vector": [], "visibility": ""}
-    items = _items(stream.record_op, await fetch(stream.record_op.call(target, values)))
+    items = await read(stream.record_op, RecordRead(subject=subject, id=key))
     found = [r for item in items if (r := stream.record(item)) is not None and r.key == key]
     return found[0] if found else None
-
-
-def _items(operation: Operation, document: Any) -> list[Any]:
-    items = operation.mapping.items
-    found = items.search(document) if items is not None else document
-    if isinstance(found, dict):
-        return [found]
-    return found if isinstance(found, list) else []
