@@ -113,11 +113,11 @@ def test_every_signature_failure_is_refused_before_any_upstream_call(signing_gat
 
 
 def test_a_nonce_used_on_one_process_is_refused_by_another_sharing_redis(
-        gateway_factory, backend: str, canned: str, tmp_path: Path):
+        inprocess_factory, backend: str, canned: str, tmp_path: Path):
     prefix = f"test-aip-wiring-{secrets.token_hex(6)}"
     section = signing_section(tmp_path, nonce_store=REDIS_URL, nonce_key_prefix=prefix)
-    first = gateway_factory(config(backend, canned, tmp_path, signing=section))
-    second = gateway_factory(config(backend, canned, tmp_path, signing=section))
+    first = inprocess_factory(config(backend, canned, tmp_path, signing=section))
+    second = inprocess_factory(config(backend, canned, tmp_path, signing=section))
     client = redis.Redis.from_url(REDIS_URL)
     try:
         content = body_bytes()
@@ -371,15 +371,15 @@ def test_a_repeated_signing_header_is_refused(signing_gateway: Gateway):
 
 
 def test_issued_ids_and_event_ids_are_shared_by_replicas_and_kept_over_reloads(
-        gateway_factory, backend: str, canned: str, tmp_path: Path):
+        inprocess_factory, backend: str, canned: str, tmp_path: Path):
     prefix = f"test-aip-ledger-{secrets.token_hex(6)}"
     # The ledger follows the signing nonce store when it names none of its own.
     section = signing_section(tmp_path, required=False, nonce_store=REDIS_URL,
                               nonce_key_prefix=prefix)
-    first = gateway_factory(config(backend, canned, tmp_path, signing=section,
+    first = inprocess_factory(config(backend, canned, tmp_path, signing=section,
                                    aip={"event": {"path": "/pag/events",
                                                   "key_prefix": prefix}}))
-    second = gateway_factory(config(backend, canned, tmp_path, signing=section,
+    second = inprocess_factory(config(backend, canned, tmp_path, signing=section,
                                     aip={"event": {"path": "/pag/events",
                                                    "key_prefix": prefix}}))
     client = redis.Redis.from_url(REDIS_URL)
