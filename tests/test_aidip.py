@@ -1,4 +1,5 @@
-"""AIDIP over real HTTP: client -> aigw process -> demo backend / echo upstream processes."""
+"""AIDIP over real HTTP: client -> aigw (a process, or in-process where a test starts its own)
+-> demo backend / echo upstream processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""AIDRE over real HTTP: client -> aigw process -> demo help-centre backend process."""
+"""AIDRE over real HTTP: client -> in-process aigw (tests/inprocess.py; processes where a test
+needs one) -> demo help-centre backend process."""
 
 from __future__ import annotations
 

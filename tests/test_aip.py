@@ -1,4 +1,4 @@
-"""AIP 0.1 over real HTTP: client -> aigw process -> demo backend / a canned content API.
+"""AIP 0.1 over real HTTP: client -> in-process aigw -> demo backend / a canned content API.
 
 The spec's JSON Schemas are the oracle: every retrieve answer must validate against
 retrieve-response.schema.json and aip.json against aip.schema.json.

@@ -1,6 +1,6 @@
-"""AIP signing and events wired into real gateway processes: every signature failure over HTTP,
-a nonce replayed across two processes sharing Redis and across a reload, signed responses,
-access events per ok retrieve, posted citation events, and no event lost on SIGTERM."""
+"""AIP signing and events wired into real gateways: every signature failure over HTTP, a nonce
+replayed across two replicas sharing Redis and across a reload, signed responses, access events
+per ok retrieve, posted citation events, and (in processes) no event lost on SIGTERM."""
 
 from __future__ import annotations
 

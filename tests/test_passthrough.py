@@ -1,4 +1,5 @@
-"""Passthrough over real HTTP: client -> aigw process -> echo upstream process."""
+"""Passthrough over real HTTP: client -> aigw process (with each transport) -> echo upstream
+process."""
 
 from __future__ import annotations
 

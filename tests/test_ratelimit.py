@@ -1,5 +1,5 @@
 """Rate limits over real HTTP: headers, 429s, tiers, bursts, a Redis store shared by two
-gateway processes, and a private Redis that stops and comes back mid-test."""
+gateways, and a private Redis that stops and comes back mid-test."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Upstream URLs in redirects never reach the client: client -> aigw process -> echo upstream."""
+"""Upstream URLs in redirects never reach the client: client -> in-process aigw -> echo upstream."""
 
 from __future__ import annotations
 
