@@ -29,7 +29,7 @@ def hostile(logs_dir: Path) -> Iterator[str]:
 def gateway(request: pytest.FixtureRequest, hostile: str,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     upstream = {"url": hostile, "transport": request.param, "max_connections": 1,
-                "timeout": {"connect": 1, "read": 2}}
+                "timeout": {"connect": 0.5, "read": 1}}  # the head deadline: 1.5 s
     started = Gateway({"upstreams": {"legacy": upstream}, "default_upstream": "legacy"},
                       tmp_path_factory.mktemp("hostile"))
     yield started
