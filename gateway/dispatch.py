@@ -16,13 +16,13 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from gateway import errors
+from gateway.asgi import Send
 from gateway.exchange import Exchange
 from gateway.proxy import ClientDisconnected
 from gateway.routing import Document
 from gateway.surface import Admission, Mount, SurfaceRoute, gateway_error_response
 
 log = logging.getLogger("aigw.app")
-Send = Any
 
 
 async def serve_document(document: Document, exchange: Exchange, send: Send) -> None:
