@@ -13,13 +13,12 @@ from gateway.surfaces.aidre.config import Aidre, Collection, EmbeddingSpace
 
 
 @dataclass(frozen=True, slots=True)
-class TextSearch(Placeholders):
-    """A page of a text search. `limit` is how many items this call asks for (top_k + 1, to
-    see whether more follow), `fetch` is offset + limit (everything up to the end of the page,
-    for upstreams without an offset), `visibility` the record visibilities the caller may see,
-    comma-separated, for upstreams that can filter by them."""
+class _Page(Placeholders):
+    """What every search page fills. `limit` is how many items this call asks for (top_k + 1,
+    to see whether more follow), `fetch` is offset + limit (everything up to the end of the
+    page, for upstreams without an offset), `visibility` the record visibilities the caller may
+    see, comma-separated, for upstreams that can filter by them."""
 
-    query: str
     top_k: int
     offset: int
     limit: int
@@ -28,15 +27,17 @@ class TextSearch(Placeholders):
 
 
 @dataclass(frozen=True, slots=True)
-class VectorSearch(Placeholders):
-    """A page of a vector search: as a text search, with the query vector instead of text."""
+class TextSearch(_Page):
+    """A page of a text search."""
+
+    query: str
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSearch(_Page):
+    """A page of a vector search: the query vector instead of text."""
 
     vector: list[float]
-    top_k: int
-    offset: int
-    limit: int
-    fetch: int
-    visibility: str
 
 
 @dataclass(frozen=True, slots=True)
