@@ -80,7 +80,9 @@ async def _run(owner: Mount, route: Any, exchange: Exchange, send: Send) -> None
 
 async def _admitted(route: SurfaceRoute, exchange: Exchange) -> Response:
     """The pipeline admits the caller as the route declares, then the endpoint answers."""
-    if route.admission is not Admission.SURFACE:
+    if route.body_first is not None:
+        await exchange.pipeline.admit_body_first(exchange, route.body_first)
+    elif route.admission is not Admission.SURFACE:
         await exchange.pipeline.admit(
             exchange.ctx, exchange.request.scope,
             credentials_optional=route.admission is Admission.OPTIONAL)

@@ -29,6 +29,7 @@ class Exchange:
     ctx: RequestContext
     generation: Generation  # the config this request started with, whatever reloads follow
     surface_state: object | None = None  # the owning surface's own notes for its answers
+    body: bytes | None = None  # read by admission, for routes whose signature covers it
 
     @property
     def principal(self) -> Principal:

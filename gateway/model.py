@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.policy.rules import Ask
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +26,9 @@ class Query:
     offset: int = 0
     fields: frozenset[str] = frozenset()  # optional parts of each result the caller asked for
     strict_fields: bool = False  # refuse, rather than drop, a requested part policy denies
+    # Decisions the request raises beyond its resource (a platform's declared use, say): the
+    # policy stage takes each before any upstream call; the first denial refuses the request.
+    asks: tuple[Ask, ...] = ()
 
 
 @dataclass(slots=True)

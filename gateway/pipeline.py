@@ -1,17 +1,20 @@
-"""The one request pipeline every surface runs through:
+"""The one request pipeline every surface runs through, in one stage order:
 
-    route -> authenticate -> rate limit -> validate -> policy (pre)
-          -> upstream -> map -> policy (post) -> render
+    admit:    [read body, verify its signature] -> authenticate -> [rate-limit key] -> limit
+    retrieve: parse -> policy (pre) -> upstream -> map -> policy (post) -> render
 
-Routing happens in `app.py`. Authentication, rate limiting and policy are pluggable stages;
-until their issues land they admit everything and change nothing. A surface contributes only
-its own parts: parsing and validation, the upstream plan, the envelope and the error dialect.
+Routing and the error answers happen in `dispatch.py`; `admit` runs before a surface endpoint
+as its route declares (`surface.Admission`), and the endpoint hands its request to `retrieve`
+(or `listing`). Authentication, rate limiting, the policy engine and upstream calls are called
+from here only: a surface contributes parsing and validation, the upstream plan, the envelope
+and the error dialect, and reaches the upstream through the `Stages` it is handed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from starlette.requests import Request
@@ -19,6 +22,7 @@ from starlette.responses import Response
 
 from gateway import errors, tracing
 from gateway.asgi import Scope
+from gateway.bodies import read_capped
 from gateway.context import RequestContext
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
 from gateway.operations import Operation, Placeholders
@@ -43,12 +47,38 @@ class RateLimiter(Protocol):
     async def check(self, ctx: RequestContext) -> Decision: ...
 
 
+class BodyFirst(Protocol):
+    """A route whose credential may cover its body (a signed request): the pipeline reads the
+    body before it authenticates, and the rate limit may key on what the body says."""
+
+    @property
+    def reads_body_first(self) -> bool:
+        """False: no signature is ever checked here, so authenticate before reading."""
+
+    def body_limit(self, exchange: Exchange) -> int:
+        """The largest body this route reads."""
+
+    async def verify(self, exchange: Exchange, body: bytes) -> Principal | None:
+        """The principal a valid signature proves; None when the request is not signed (the
+        pipeline authenticates it instead). Raises `GatewayError` for a refused signature."""
+
+    def learn_limit_key(self, exchange: Exchange) -> None:
+        """Set what the rate limit keys on from `exchange.body` (never raises: a body that
+        cannot be read is counted all the same, and refused by the endpoint)."""
+
+
 class Policy(Protocol):
     def before(self, ctx: RequestContext, query: Query) -> Query | Decision:
         """Narrow the query to what the principal may ask, or deny it, before any upstream call."""
 
     def after(self, ctx: RequestContext, query: Query, hits: list[Hit]) -> list[Hit]:
         """Remove from the hits whatever the principal may not see."""
+
+    def readable(self, ctx: RequestContext, names: Iterable[str]) -> list[str]:
+        """Those of the named resources the principal may read."""
+
+    def vectors_possible(self, names: Iterable[str] | None = None) -> bool:
+        """Whether any caller could ever get stored vectors back from these resources."""
 
 
 class AnonymousAuthenticator:
@@ -73,11 +103,44 @@ class OpenPolicy:
     def after(self, ctx: RequestContext, query: Query, hits: list[Hit]) -> list[Hit]:
         return hits
 
+    def readable(self, ctx: RequestContext, names: Iterable[str]) -> list[str]:
+        return list(names)
+
+    def vectors_possible(self, names: Iterable[str] | None = None) -> bool:
+        return False
+
 
 class Fetch(Protocol):
     """One upstream operation called with its kind's values, its answer mapped onto hits."""
 
     def __call__(self, operation: Operation[K], values: K) -> Awaitable[list[Hit]]: ...
+
+
+class Stages:
+    """The pipeline's stages a collecting surface may run for one request: upstream calls
+    (mapped, with the caller's identity, failures as `GatewayError`) and the post-policy."""
+
+    __slots__ = ("_ctx", "_pipeline", "_query", "filtered")
+
+    def __init__(self, pipeline: Pipeline, ctx: RequestContext, query: Query) -> None:
+        self._pipeline, self._ctx, self._query = pipeline, ctx, query
+        self.filtered = False  # whether `keep` ran (else the pipeline runs it on the result)
+
+    def hits(self, operation: Operation[K], values: K) -> Awaitable[list[Hit]]:
+        """The operation's answer mapped onto hits."""
+        return self._pipeline.upstream.hits(operation, values, self._ctx)
+
+    def items(self, operation: Operation[K], values: K) -> Awaitable[list[Any]]:
+        """The operation's answer as its mapped items, for a surface that reads records."""
+        return self._pipeline.upstream.items(operation, values, self._ctx)
+
+    def keep(self, hits: list[Hit]) -> list[Hit]:
+        """The hits the caller may see (policy, post), as they are read."""
+        self.filtered = True
+        with tracing.span("aigw.policy", {"aigw.policy.stage": "after"}):
+            kept = self._pipeline.policy.after(self._ctx, self._query, hits)
+            tracing.annotate({"aigw.policy.removed": len(hits) - len(kept)})
+        return kept
 
 
 class RetrievalSurface(Protocol):
@@ -97,10 +160,27 @@ class PlannedSurface(RetrievalSurface, Protocol):
         """The one upstream operation that answers the query, and the values it is called with."""
 
 
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """What a caller may see of a surface's resources, decided by the policy stage."""
+
+    readable: list[str]  # the names, in the surface's order
+    vectors_possible: bool  # whether any caller could get stored vectors back from them
+
+
+class ListingSurface(Protocol):
+    name: str
+
+    def listed(self) -> Sequence[str]:
+        """The resources the listing is about, by name, in the order it shows them."""
+
+    def render_listing(self, listing: Listing, exchange: Exchange) -> Response: ...
+
+
 @runtime_checkable
 class CollectingSurface(RetrievalSurface, Protocol):
-    async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
-        """The hits, through `fetch` (one upstream call, its answer mapped) as often as needed."""
+    async def collect(self, query: Query, ctx: RequestContext, stages: Stages) -> list[Hit]:
+        """The hits, through `stages` (upstream calls, and `keep` as records are read)."""
 
 
 def denial(decision: Decision) -> errors.GatewayError:
@@ -167,6 +247,23 @@ class Pipeline:
         await self.authenticate(ctx, scope, credentials_optional=credentials_optional)
         await self.limit(ctx)
 
+    async def admit_body_first(self, exchange: Exchange, route: BodyFirst) -> None:
+        """Admission for a route whose body a signature may cover: read the body (bounded),
+        accept a verified signature or else authenticate, then rate-limit on what the body
+        says. The body is kept on the exchange for the endpoint."""
+        request, ctx = exchange.request, exchange.ctx
+        limit = route.body_limit(exchange)
+        body = await read_capped(request, limit) if route.reads_body_first else None
+        verified = await route.verify(exchange, body) if body is not None else None
+        if verified is None:
+            await self.authenticate(ctx, request.scope)
+        else:
+            ctx.principal = verified
+            tracing.annotate({"aigw.auth.result": "signed"})
+        exchange.body = body if body is not None else await read_capped(request, limit)
+        route.learn_limit_key(exchange)
+        await self.limit(ctx)
+
     async def authenticate(self, ctx: RequestContext, scope: Scope, *,
                            credentials_optional: bool = False) -> None:
         with _stage("aigw.authenticate", self.authenticator, AnonymousAuthenticator):
@@ -205,17 +302,24 @@ class Pipeline:
             if isinstance(narrowed, Decision):
                 raise denial(narrowed)
 
-        def fetch(operation: Operation[K], values: K) -> Awaitable[list[Hit]]:
-            return self.upstream.hits(operation, values, ctx)
-
-        hits = await surface.collect(narrowed, ctx, fetch) \
-            if isinstance(surface, CollectingSurface) \
-            else await fetch(*surface.plan(narrowed, ctx))
-        with tracing.span("aigw.policy", {"aigw.policy.stage": "after"}):
-            kept = self.policy.after(ctx, narrowed, hits)
-            tracing.annotate({"aigw.policy.removed": len(hits) - len(kept)})
+        stages = Stages(self, ctx, narrowed)
+        if isinstance(surface, CollectingSurface):
+            hits = await surface.collect(narrowed, ctx, stages)
+        else:
+            hits = await stages.hits(*surface.plan(narrowed, ctx))
+        kept = hits if stages.filtered else stages.keep(hits)
         with tracing.span("aigw.render"):
             return surface.render(narrowed, kept, ctx)
+
+    def listing(self, surface: ListingSurface, exchange: Exchange) -> Response:
+        """A document about the surface's resources, as far as this caller may see them."""
+        exchange.ctx.surface = surface.name
+        names = surface.listed()
+        with tracing.span("aigw.policy", {"aigw.policy.stage": "listing"}):
+            listing = Listing(self.policy.readable(exchange.ctx, names),
+                              self.policy.vectors_possible(names))
+        with tracing.span("aigw.render"):
+            return surface.render_listing(listing, exchange)
 
     async def aclose(self) -> None:
         await self.authenticator.aclose()

@@ -28,6 +28,7 @@ from gateway.exchange import Exchange
 from gateway.lifetimes import Lease, Resources
 
 if TYPE_CHECKING:
+    from gateway.pipeline import BodyFirst
     from gateway.policy.bundle import PolicyBundle
     from gateway.policy.config import PolicyPack
     from gateway.policy.kinds import RuleKind
@@ -50,6 +51,8 @@ class Admission(Enum):
 
     REQUIRED = "required"  # authenticate (refusing what the route rules refuse), rate-limit
     OPTIONAL = "optional"  # the same, but an unusable credential makes the caller anonymous
+    BODY_FIRST = "body_first"  # the body is read first (a signature may cover it), then the
+    #                            caller authenticated and limited (see pipeline.BodyFirst)
     SURFACE = "surface"  # the endpoint reads its body first (a signature covers it), then
     #                      asks the pipeline to admit the caller
 
@@ -59,11 +62,15 @@ class SurfaceRoute(Route):
     failures are raised and answered once, by the app, in the owner's dialect."""
 
     def __init__(self, path: str, endpoint: ExchangeEndpoint, *, methods: list[str],
-                 name: str | None = None, admission: Admission = Admission.REQUIRED) -> None:
+                 name: str | None = None, admission: Admission = Admission.REQUIRED,
+                 body_first: BodyFirst | None = None) -> None:
         super().__init__(path, _not_served_directly, methods=methods,
                          name=name or getattr(endpoint, "__name__", None))
+        if (admission is Admission.BODY_FIRST) != (body_first is not None):
+            raise ValueError("Admission.BODY_FIRST goes with its body_first hooks")
         self.run = endpoint
         self.admission = admission
+        self.body_first = body_first
 
 
 async def _not_served_directly(request: Any) -> Response:

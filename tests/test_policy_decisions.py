@@ -68,8 +68,25 @@ def test_a_request_no_rule_governs_carries_no_decision_id(backend, inprocess_fac
     gateway = inprocess_factory(aidre_gateway_config(backend, tmp_path))
     import httpx
 
-    response = httpx.get(gateway.url + "/.well-known/ai-discovery")
-    assert response.status_code == 200 and "x-aigw-decision-id" not in response.headers
+    response = httpx.get(gateway.url + "/nothing/here")  # no surface's, no route rule's
+    assert response.status_code == 404 and "x-aigw-decision-id" not in response.headers
+
+
+@pytest.mark.parametrize("path", ["/.well-known/ai-discovery", "/collections"])
+def test_a_listing_logs_the_read_decision_on_every_collection(backend, inprocess_factory,
+                                                              tmp_path, path):
+    log = tmp_path / "decisions.jsonl"
+    gateway = inprocess_factory(config_logging_to(backend, tmp_path, log))
+    import httpx
+
+    response = httpx.get(gateway.url + path)
+    assert response.status_code == 200
+    record = logged(log, response.headers["x-aigw-decision-id"])
+    decided = {d["resource"]: d["effect"] for d in record["decisions"]
+               if d["kind"] == "collection_read"}
+    listed = {c["name"] for c in (response.json()["collections"])}
+    assert {name for name, effect in decided.items() if effect == "allow"} == listed
+    assert "deny" in decided.values()  # the private collections an anonymous caller may not see
 
 
 def test_a_shadow_rule_counts_and_logs_but_changes_no_response(backend, inprocess_factory,

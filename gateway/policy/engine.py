@@ -56,8 +56,9 @@ class PolicyEngine:
             return False
         return self._decide(ctx, Ask("collection_read", name or "", principal)) == "allow"
 
-    def readable(self, principal: Principal) -> list[Resource]:
-        return [c for name, c in self.collections.items() if self.can_read(principal, name)]
+    def readable(self, ctx: RequestContext, names: Iterable[str]) -> list[str]:
+        """Those of the named resources the caller may read, each decision noted."""
+        return [name for name in names if self.can_read(ctx.principal, name, ctx)]
 
     def visibilities(self, principal: Principal, name: str,
                      ctx: RequestContext | None = None) -> frozenset[str]:
@@ -78,13 +79,20 @@ class PolicyEngine:
         return self.can_read(principal, name) and \
             self._decide(ctx, Ask("vector_return", name, principal)) == "allow"
 
-    def vectors_possible(self) -> bool:
+    def vectors_possible(self, names: Iterable[str] | None = None) -> bool:
         """Whether any caller could ever get vectors back (for discovery's capabilities)."""
-        with_vectors = {n for n, c in self.collections.items() if c.returns_vectors}
+        with_vectors = {n for n, c in self.collections.items() if c.returns_vectors
+                        and (names is None or n in names)}
         return any(getattr(rule, "collection", None) in with_vectors and rule.effect == "allow"
                    for rule in self.bundle.of_kind("vector_return"))
 
     def before(self, ctx: RequestContext, query: Query) -> Query | Decision:
+        for ask in query.asks:
+            denial = self._refusal(ctx, ask)
+            if denial is not None:
+                return denial
+        if query.collection is None:  # nothing stored is asked for: the asks were all
+            return query
         if not self.can_read(ctx.principal, query.collection, ctx):
             # Unknown and forbidden look alike, so a refusal says nothing about existence.
             return deny(404, "not_found", "No such collection.",
@@ -115,6 +123,17 @@ class PolicyEngine:
             return []
         visible = self.visibilities(ctx.principal, query.collection or "")
         return [hit for hit in hits if record_visibility(resource, hit) in visible]
+
+    def _refusal(self, ctx: RequestContext, ask: Ask) -> Decision | None:
+        """A denial of one of the query's own asks, with the deciding rule's message."""
+        outcome = self.bundle.decide(ask)
+        note(ctx, ctx.surface, ask, outcome, self.bundle.shadow(ask))
+        if outcome.effect == "allow":
+            return None
+        rule = self.bundle.rule(outcome.rule) if outcome.rule else None
+        return deny(403, "policy_violation", getattr(rule, "message", None)
+                    or "This request is not permitted by policy.",
+                    details={"kind": ask.kind})
 
     def _decide(self, ctx: RequestContext | None, ask: Ask) -> str:
         outcome = self.bundle.decide(ask)

@@ -22,8 +22,7 @@ from gateway.exchange import Exchange
 from gateway.headers import request_origin
 from gateway.model import Hit, Query
 from gateway.operations import Placeholders
-from gateway.pipeline import Fetch
-from gateway.policy.engine import PolicyEngine
+from gateway.pipeline import Listing, Stages
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aidre import render, window
 from gateway.surfaces.aidre.collections import CompiledCollection, Operation
@@ -64,15 +63,13 @@ class AidreSurface:
             raise invalid(str(exc)) from None
         return replace(query, offset=offset)
 
-    async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
+    async def collect(self, query: Query, ctx: RequestContext, stages: Stages) -> list[Hit]:
         """The caller's page at the query's offset: policy decides on each record as it is
         read, so hidden records neither shorten the page nor show in whether more follow."""
         collection = self.collections[query.collection or ""]
         source = window.Source(collection, self._operation(query))
-        policy = self.generation.pipeline.policy
-        self.page = await window.gather(
-            source, query, fetch, lambda hits: policy.after(ctx, query, hits),
-            window.Budget(self.settings.max_upstream_calls))
+        self.page = await window.gather(source, query, stages.hits, stages.keep,
+                                        window.Budget(self.settings.max_upstream_calls))
         return self.page.hits
 
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
@@ -126,12 +123,12 @@ class ChunkSurface(AidreSurface):
             raise GatewayError(404, "not_found", "No such chunk.")
         return collection.chunk, window.chunk_values(query, query.filters["id"])
 
-    async def collect(self, query: Query, ctx: RequestContext, fetch: Fetch) -> list[Hit]:
+    async def collect(self, query: Query, ctx: RequestContext, stages: Stages) -> list[Hit]:
         """Missing upstream, hidden by policy or unknown: one and the same 404 (see render).
         An id the upstream refuses (4xx) names no chunk either, never a 503 (an id such as
         "search" may land on another upstream route)."""
         try:
-            return await fetch(*self.plan(query, ctx))
+            return await stages.hits(*self.plan(query, ctx))
         except GatewayError as error:
             refused = error.code == "upstream_error" \
                 and (ctx.upstream_error or "").startswith("status_4")
@@ -172,48 +169,59 @@ async def read_chunk(exchange: Exchange) -> Response:
     return await exchange.pipeline.retrieve(ChunkSurface(exchange.generation, tags), exchange)
 
 
+class CollectionList:
+    """`GET /collections`: the collections this caller may read."""
+
+    name = "aidre"
+
+    def __init__(self, collections: dict[str, CompiledCollection]) -> None:
+        self.collections = collections
+
+    def listed(self) -> list[str]:
+        return list(self.collections)
+
+    def render_listing(self, listing: Listing, exchange: Exchange) -> Response:
+        readable = [self.collections[name] for name in listing.readable]
+        return render.json_response(
+            {"request_id": exchange.request_id,
+             "collections": [render.collection_entry(c) for c in readable]},
+            headers=_per_caller(exchange.generation, exchange.ctx))
+
+
+class Discovery(CollectionList):
+    """`/.well-known/ai-discovery` (§3): public; a credential that cannot be used is ignored,
+    a valid one personalises the collections listed."""
+
+    def render_listing(self, listing: Listing, exchange: Exchange) -> Response:
+        generation, scope = exchange.generation, exchange.request.scope
+        settings = generation.settings
+        organization = settings.service.organization.name \
+            if settings.service and settings.service.organization else None
+        base_url = settings.public_base_url or request_origin(scope, generation.trusted_networks)
+        readable = [self.collections[name] for name in listing.readable]
+        document = render.discovery(aidre_of(settings), base_url, organization, readable,
+                                    listing.vectors_possible, _auth_summary(generation))
+        body = orjson.dumps(document)
+        etag = '"' + _digest(body) + '"'
+        headers = {"etag": etag, **_per_caller(generation, exchange.ctx)}
+        if not settings.public_base_url:  # its URLs come from the request: caches key on it
+            headers["vary"] += ", Host, X-Forwarded-Host, X-Forwarded-Proto"
+        if _matches(etag, _if_none_match(scope["headers"])):
+            return Response(status_code=304, headers=headers)
+        return Response(body, 200, headers, "application/json")  # §3.2: application/json
+
+
 async def list_collections(exchange: Exchange) -> Response:
-    ctx, generation = exchange.ctx, exchange.generation
-    readable = _readable(exchange)
-    return render.json_response({"request_id": ctx.request_id,
-                                 "collections": [render.collection_entry(c) for c in readable]},
-                                headers=_per_caller(generation, ctx))
+    return exchange.pipeline.listing(CollectionList(_collections(exchange)), exchange)
 
 
 async def discovery(exchange: Exchange) -> Response:
-    """Public (§3.1): a credential that cannot be used is ignored, a valid one personalises."""
-    ctx, generation, scope = exchange.ctx, exchange.generation, exchange.request.scope
-    policy, settings = _policy(exchange), generation.settings
-    organization = settings.service.organization.name \
-        if settings.service and settings.service.organization else None
-    base_url = settings.public_base_url or request_origin(scope, generation.trusted_networks)
-    document = render.discovery(aidre_of(settings), base_url, organization,
-                                _readable(exchange), policy.vectors_possible(),
-                                _auth_summary(generation))
-    body = orjson.dumps(document)
-    etag = '"' + _digest(body) + '"'
-    headers = {"etag": etag, **_per_caller(generation, ctx)}
-    if not settings.public_base_url:  # its URLs come from the request: caches must key on it
-        headers["vary"] += ", Host, X-Forwarded-Host, X-Forwarded-Proto"
-    if _matches(etag, _if_none_match(scope["headers"])):
-        return Response(status_code=304, headers=headers)
-    return Response(body, 200, headers, "application/json")  # §3.2: MUST be application/json
+    return exchange.pipeline.listing(Discovery(_collections(exchange)), exchange)
 
 
-def _readable(exchange: Exchange) -> list[CompiledCollection]:
-    """The collections this caller may read, by the policy engine's decision on each."""
-    policy, collections = _policy(exchange), exchange.generation.resources
-    return [collection for name, collection in collections.items()
-            if isinstance(collection, CompiledCollection)
-            and policy.can_read(exchange.principal, name)]
-
-
-def _policy(exchange: Exchange) -> PolicyEngine:
-    """The rule engine, for what AIDRE lists (collections a caller may read, vector rules)."""
-    policy = exchange.pipeline.policy
-    if not isinstance(policy, PolicyEngine):
-        raise TypeError("AIDRE lists collections through the policy engine")
-    return policy
+def _collections(exchange: Exchange) -> dict[str, CompiledCollection]:
+    return {name: resource for name, resource in exchange.generation.resources.items()
+            if isinstance(resource, CompiledCollection)}
 
 
 def _per_caller(generation: Any, ctx: RequestContext) -> dict[str, str]:
