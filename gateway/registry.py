@@ -16,6 +16,7 @@ from pydantic import Field, TypeAdapter, create_model
 from gateway.capability import Capability
 from gateway.policy.config import PolicyPack
 from gateway.policy.kinds import CORE_KINDS, RuleKind
+from gateway.policy.resources import ResourceSpec, resource_kinds
 from gateway.settings import Settings
 from gateway.surface import Problem, Surface
 
@@ -51,7 +52,30 @@ def capabilities(settings: Settings) -> tuple[Capability, ...]:
 
 def config_problems(settings: Settings) -> list[Problem]:
     found = capabilities(settings)
-    return [problem for surface in surfaces() for problem in surface.problems(settings, found)]
+    problems = [problem for surface in surfaces() for problem in surface.problems(settings, found)]
+    return problems + _shared_resource_names(settings)
+
+
+def policy_resources(settings: Settings) -> dict[str, ResourceSpec]:
+    """The resources every surface serves records from, by name (the first declaration of a
+    name wins; `config_problems` refuses a config that declares one twice)."""
+    found: dict[str, ResourceSpec] = {}
+    for surface in surfaces():
+        for name, spec in surface.policy_resources(settings).items():
+            found.setdefault(name, spec)
+    return found
+
+
+def _shared_resource_names(settings: Settings) -> list[Problem]:
+    seen: dict[str, ResourceSpec] = {}
+    problems = []
+    for surface in surfaces():
+        for name, spec in surface.policy_resources(settings).items():
+            if name in seen:
+                problems.append((spec.where, f"the name {name!r} is also {seen[name].where}: "
+                                 "policy rules name resources, so names must be unique"))
+            seen.setdefault(name, spec)
+    return problems
 
 
 def config_warnings(settings: Settings) -> list[Problem]:
@@ -62,7 +86,7 @@ def config_warnings(settings: Settings) -> list[Problem]:
 @functools.cache
 def rule_kinds() -> dict[str, RuleKind]:
     """Every rule kind: the core's, then each surface's (`Surface.policy_rules`)."""
-    kinds = {kind.name: kind for kind in CORE_KINDS}
+    kinds = {kind.name: kind for kind in (*CORE_KINDS, *resource_kinds(policy_resources))}
     for surface in surfaces():
         for kind in surface.policy_rules():
             if kind.name in kinds:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from gateway.policy.bundle import PolicyBundle
     from gateway.policy.config import PolicyPack
     from gateway.policy.kinds import RuleKind
+    from gateway.policy.resources import ResourceSpec
     from gateway.settings import Settings
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
@@ -160,6 +161,11 @@ class Surface:
     def policy_rules(self) -> list[RuleKind]:
         """The rule kinds this surface decides with (gateway.policy.kinds)."""
         return []
+
+    def policy_resources(self, settings: Settings) -> dict[str, ResourceSpec]:
+        """The resources it serves records from, as the config describes them: the core's
+        resource rule kinds (gateway.policy.resources) decide on them."""
+        return {}
 
     def process_local_state(self, settings: Settings) -> list[str]:
         """Config parts whose state this surface keeps in one process's memory (a registry, a

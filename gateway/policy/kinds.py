@@ -45,6 +45,11 @@ class RuleKind:
     projection: Callable[[Settings, Any, Ask], list[str]] | None = None
     # Attributes the gateway adds from its config (fixtures and explain need not spell them).
     context: Callable[[Settings, Ask], dict[str, Any]] | None = None
+    # The surface a resource of this kind belongs to, where the kind is shared (reports).
+    owner: Callable[[Settings, str], str | None] | None = None
+
+    def surface_for(self, settings: Settings, resource: str) -> str:
+        return (self.owner(settings, resource) if self.owner else None) or self.surface
 
     def with_context(self, settings: Settings, ask: Ask) -> Ask:
         if self.context is None:

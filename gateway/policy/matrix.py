@@ -83,8 +83,8 @@ def decide_cell(bundle: PolicyBundle, settings: Any, persona: Persona, ask: Ask)
     visible: tuple[str, ...] = ()
     if kind.projection is not None and outcome.effect == "allow":
         visible = tuple(kind.projection(settings, bundle, ask))
-    return Cell(persona.label, kind.surface, ask.kind, ask.resource, detail(ask),
-                outcome.effect, outcome.rule, visible)
+    return Cell(persona.label, kind.surface_for(settings, ask.resource), ask.kind,
+                ask.resource, detail(ask), outcome.effect, outcome.rule, visible)
 
 
 def matrix(bundle: PolicyBundle, settings: Any, people: list[Persona] | None = None,

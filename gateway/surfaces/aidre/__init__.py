@@ -6,7 +6,7 @@ from typing import Any
 
 from gateway.capability import Capability
 from gateway.policy.config import PolicyPack
-from gateway.policy.kinds import RuleKind
+from gateway.policy.resources import ResourceSpec
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
 from gateway.surfaces.aidre.config import Aidre
@@ -40,10 +40,10 @@ class AidrePlugin(Surface):
 
         return vector_rule_problems(self.section(settings), pack)
 
-    def policy_rules(self) -> list[RuleKind]:
-        from gateway.surfaces.aidre.policy_rules import AIDRE_KINDS
+    def policy_resources(self, settings: Settings) -> dict[str, ResourceSpec]:
+        from gateway.surfaces.aidre.policy_rules import collection_resources
 
-        return AIDRE_KINDS
+        return collection_resources(self.section(settings))
 
     def mount(self, context: MountContext) -> Mount | None:
         aidre = self.section(context.settings)

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr
 
 from gateway.operations import UpstreamOperation
+from gateway.policy.resources import RecordScopes
 from gateway.settings import Settings
 from gateway.strict import Strict
 
@@ -27,14 +28,10 @@ class EmbeddingSpace(Strict):
     revision: str | None = None
 
 
-class RecordVisibility(Strict):
-    """Records carry their own visibility (mapped as `metadata.visibility`); this says who
-    sees which. A value named nowhere, or a record without one, is seen by nobody."""
+class RecordVisibility(RecordScopes):
+    """The shared record-visibility shape (gateway.policy.resources), and how a collection
+    learns a record's visibility when its search does not say."""
 
-    scopes: dict[str, list[str]] = Field(
-        {}, description="Scopes a caller needs to see a record of each visibility; `public` "
-        "records and those of the collection's own visibility need none beyond the collection's.",
-    )
     lookup: Literal["none", "chunk"] = Field(
         "none", description="`chunk`: a search hit whose mapping gives no visibility is read "
         "through the chunk operation to learn it (one upstream call per hit, counted in "

@@ -1,0 +1,188 @@
+"""Rule kinds about stored resources, whichever surface serves them: who reads a resource
+(`collection_read`), who gets its stored vectors back (`vector_return`), and who sees its records
+of each visibility (`record_visibility`).
+
+A resource is what a surface serves records from (a collection, a source...). Surfaces declare
+theirs, as their config describes them, through `Surface.policy_resources`; the config's own
+visibility and scopes become rules of these kinds (ids `config:<surface section>...`), so a rule
+in `policies/` and a line in the config file are one and the same kind of decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from gateway.policy.kinds import RawRule, RuleKind, Sample
+from gateway.policy.rules import Ask, Effect, Rule
+from gateway.strict import Strict
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
+
+
+class RecordScopes(Strict):
+    """Records carry their own visibility (mapped as `metadata.visibility`); this says who
+    sees which. `public` records, and those of the resource's own visibility, need no scope
+    beyond the resource's; a value named nowhere, or a record without one, is seen by nobody."""
+
+    scopes: dict[str, list[str]] = Field(
+        {}, description="Scopes a caller needs to see a record of each visibility.")
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    """One resource as its config describes it, for rules, lint, the report and fixtures."""
+
+    where: str  # its dotted path in the config file, e.g. `sources.help`
+    surface: str  # the surface that serves it
+    visibility: str = "public"
+    scopes: tuple[str, ...] = ()
+    record_scopes: Mapping[str, tuple[str, ...]] | None = None
+    parts: tuple[str, ...] = ()  # what a reader gets in each result (report, fixtures)
+    vectors: bool = False  # whether it can return stored vectors at all
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ResourceRule(Rule):
+    collection: str = Field(description="A resource: an AI collection or source name.")
+
+    def selects(self, ask: Ask) -> bool:
+        return ask.resource == self.collection
+
+
+class CollectionRead(ResourceRule):
+    """Who may see and search a resource. The config's `visibility`/`scopes` of each are rules
+    of this kind too (ids `config:...`)."""
+
+    kind: Literal["collection_read"]
+
+
+class VectorReturn(ResourceRule):
+    """Stored vectors of the resource may leave the gateway (default: never)."""
+
+    kind: Literal["vector_return"]
+
+
+class RecordVisibility(ResourceRule):
+    """Who sees the records of one visibility in a resource."""
+
+    kind: Literal["record_visibility"]
+    visibility: str = Field(description="A record visibility value, e.g. internal.")
+
+    def selects(self, ask: Ask) -> bool:
+        return ask.resource == self.collection \
+            and ask.attributes.get("visibility") == self.visibility
+
+
+Declared = Callable[["Settings"], dict[str, ResourceSpec]]
+
+
+class _ResourceKinds:
+    def __init__(self, declared: Declared) -> None:
+        self.declared = declared
+
+    def _owner(self, settings: Settings, name: str) -> str | None:
+        spec = self.declared(settings).get(name)
+        return spec.surface if spec is not None else None
+
+    def _names(self, settings: Settings) -> list[str]:
+        return sorted(self.declared(settings))
+
+    def _config_reads(self, settings: Settings) -> list[RawRule]:
+        return [{"id": f"config:{spec.where}", "kind": "collection_read", "collection": name,
+                 "effect": "allow",
+                 "description": f"{spec.where} in the config file: {spec.visibility}",
+                 "when": {} if spec.visibility == "public" else
+                 {"scopes": list(spec.scopes), "kinds": ["owner", "client"]}}
+                for name, spec in self.declared(settings).items()]
+
+    def _config_visibilities(self, settings: Settings) -> list[RawRule]:
+        found = []
+        for name, spec in self.declared(settings).items():
+            for value, scopes in (spec.record_scopes or {}).items():
+                found.append({
+                    "id": f"config:{spec.where}.record_visibility.{value}",
+                    "kind": "record_visibility", "collection": name, "visibility": value,
+                    "description": f"record_visibility in the config file: {value} records",
+                    "when": {"scopes": list(scopes)}})
+        return found
+
+
+    @staticmethod
+    def _legacy_vectors(document: dict[str, Any], stem: str) -> list[RawRule]:
+        return [{"id": f"{stem}.vector_return[{index}]", "kind": "vector_return",
+                 "collection": rule["collection"], "when": {"scopes": rule.get("scopes", [])},
+                 "description": rule.get("description") or "vector_return rule"}
+                for index, rule in enumerate(document.get("vector_return") or [])]
+
+    def _own_visibility(self, settings: Settings, ask: Ask) -> dict[str, Any]:
+        spec = self.declared(settings).get(ask.resource)
+        return {"collection_visibility": spec.visibility} if spec is not None else {}
+
+
+    @staticmethod
+    def _visibility_default(ask: Ask) -> Effect:
+        """Unnamed visibilities: `public` and the resource's own are seen, any other is not."""
+        own = ask.attributes.get("collection_visibility")
+        return "allow" if ask.attributes.get("visibility") in ("public", own) else "deny"
+
+    def _resource_samples(self, settings: Settings, rules: list[Rule]) -> list[Sample]:
+        named = {getattr(rule, "collection", "") for rule in rules}
+        return [(name, {}) for name in sorted(set(self._names(settings)) | named)]
+
+    def _visibility_samples(self, settings: Settings, rules: list[Rule]) -> list[Sample]:
+        specs = self.declared(settings)
+        found: dict[tuple[str, str], str] = {}
+        for name, spec in specs.items():
+            for value in {"public", spec.visibility}:
+                found[(name, value)] = spec.visibility
+        for rule in rules:
+            if isinstance(rule, RecordVisibility):
+                named = specs.get(rule.collection)
+                found[(rule.collection, rule.visibility)] = named.visibility if named else "public"
+        return [(name, {"visibility": value, "collection_visibility": own})
+                for (name, value), own in sorted(found.items())]
+
+    def _visible_parts(self, settings: Settings, bundle: Any, ask: Ask) -> list[str]:
+        """What a reader of the resource gets in each result: its parts, vectors where a rule
+        allows them; then the record visibilities it sees."""
+        spec = self.declared(settings).get(ask.resource)
+        if spec is None:
+            return []
+        parts = list(spec.parts)
+        if spec.vectors and bundle.decide(
+                Ask("vector_return", ask.resource, ask.principal)).effect == "allow":
+            parts.append("vectors")
+        for resource, attributes in self._visibility_samples(settings, list(bundle.rules)):
+            if resource == ask.resource and bundle.decide(Ask(
+                    "record_visibility", resource, ask.principal, attributes)).effect == "allow":
+                parts.append(f"records:{attributes['visibility']}")
+        return parts
+
+    def kinds(self) -> tuple[RuleKind, ...]:
+        return (
+            RuleKind("collection_read", "gateway", CollectionRead,
+                     "who may see and search a collection or source (default: nobody)",
+                     from_config=self._config_reads, resources=self._names,
+                     samples=self._resource_samples, projection=self._visible_parts,
+                     owner=self._owner),
+            RuleKind("vector_return", "gateway", VectorReturn,
+                     "who gets stored vectors back from a collection (default: nobody)",
+                     legacy=self._legacy_vectors, resources=self._names,
+                     samples=self._resource_samples, owner=self._owner),
+            RuleKind("record_visibility", "gateway", RecordVisibility,
+                     "who sees records of a visibility (default: public and the resource's own)",
+                     default=self._visibility_default, from_config=self._config_visibilities,
+                     resources=self._names, samples=self._visibility_samples,
+                     context=self._own_visibility, owner=self._owner),
+        )
+
+
+def resource_kinds(declared: Declared) -> tuple[RuleKind, ...]:
+    """The resource rule kinds, over the resources `declared` finds in a config (every
+    surface's: the registry passes its own lookup, so this module imports no surface)."""
+    return _ResourceKinds(declared).kinds()
