@@ -96,7 +96,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from gateway.demo.launcher import run_demo
 
-    return run_demo(args.config, args.backend_port)
+    ports = {"AIGW_PORT": args.port, "AIGW_ADMIN_PORT": args.admin_port,
+             "AIGW_ISSUER_PORT": args.issuer_port}
+    return run_demo(args.config, args.backend_port,
+                    {name: str(port) for name, port in ports.items() if port is not None})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,9 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--policies", action="store_true",
                         help="print the JSON Schema of a policy file instead")
     schema.set_defaults(handler=cmd_schema)
-    demo = commands.add_parser("demo", help="run the demo backend with the gateway in front")
+    demo = commands.add_parser(
+        "demo", help="run the demo backend with the gateway in front",
+        description="Run the demo backend, the demo token issuer and the gateway in one process. "
+        "The shipped config reads its ports from AIGW_PORT, AIGW_ADMIN_PORT and "
+        "AIGW_ISSUER_PORT; the flags below set them, and the commands the banner prints "
+        "(`aigw token` included) follow.")
     demo.add_argument("--config", "-c", default="config/demo.yaml")
-    demo.add_argument("--backend-port", type=int, default=8081)
+    demo.add_argument("--port", type=int, help="gateway port (AIGW_PORT, default 8080)")
+    demo.add_argument("--admin-port", type=int,
+                      help="admin port, /metrics /healthz /readyz (AIGW_ADMIN_PORT, default 9090)")
+    demo.add_argument("--issuer-port", type=int,
+                      help="demo token issuer port (AIGW_ISSUER_PORT, default 8082)")
+    demo.add_argument("--backend-port", type=int, default=8081,
+                      help="demo backend port (default 8081)")
     demo.set_defaults(handler=cmd_demo)
     add_token_parser(commands)
     add_policy_parser(commands)

@@ -33,15 +33,17 @@ def demo(tmp_path: Path):
     checkout = tmp_path / "checkout"
     shutil.copytree(ROOT / "config", checkout / "config")
     shutil.copytree(ROOT / "policies", checkout / "policies")
-    env = {**os.environ, "AIGW_PORT": str(free_port()), "AIGW_ADMIN_PORT": str(free_port()),
-           "AIGW_ISSUER_PORT": str(free_port()), "PYTHONUNBUFFERED": "1"}
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AIGW_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    admin = free_port()
     out = (tmp_path / "demo.out").open("w+")
-    process = subprocess.Popen(
+    process = subprocess.Popen(  # ports by flag only: the printed commands must follow them
         [sys.executable, "-m", "gateway", "demo", "--backend-port", str(free_port()),
-         "--config", str(checkout / "config" / "demo.yaml")],
+         "--port", str(free_port()), "--admin-port", str(admin),
+         "--issuer-port", str(free_port()), "--config", str(checkout / "config" / "demo.yaml")],
         cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
     )
-    wait_for_http(f"http://127.0.0.1:{env['AIGW_ADMIN_PORT']}/readyz", process=process)
+    wait_for_http(f"http://127.0.0.1:{admin}/readyz", process=process)
     yield process, tmp_path / "demo.out", env
     if process.poll() is None:
         process.kill()
@@ -49,7 +51,7 @@ def demo(tmp_path: Path):
 
 
 def test_demo_curl_commands_work_as_printed_and_ctrl_c_stops_it(demo):
-    process, output, env = demo  # the commands run where the demo's variables are set too
+    process, output, env = demo  # the commands run with no AIGW_* variable set
     commands = printed_commands(output.read_text())
     assert len(commands) >= 6 and {status for _, status in commands} == {200, 400, 401, 403}
     for command, expected in commands:

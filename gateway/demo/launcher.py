@@ -88,7 +88,10 @@ def _aip_request(domain: str, query: str) -> str:
     })
 
 
-def run_demo(config_path: str, backend_port: int) -> int:
+def run_demo(config_path: str, backend_port: int, ports: dict[str, str] | None = None) -> int:
+    """Serve the demo; `ports` (AIGW_PORT, AIGW_ADMIN_PORT, AIGW_ISSUER_PORT) override the
+    environment the config reads, and the printed commands carry them."""
+    os.environ.update(ports or {})
     os.environ.setdefault("AIGW_DEMO_BACKEND", f"http://127.0.0.1:{backend_port}")
     state = Path(config_path).resolve().parent.parent / ".aigw"  # beside the issuer's key
     os.environ.setdefault("AIGW_DEMO_EVENTS", str(state / "aip-events.jsonl"))
@@ -109,7 +112,7 @@ def run_demo(config_path: str, backend_port: int) -> int:
         public=f"http://{settings.listen.host}:{settings.listen.port}",
         admin=f"http://{settings.admin.host}:{settings.admin.port}",
         backend=os.environ["AIGW_DEMO_BACKEND"], issuer=issuer_url,
-        aigw=_aigw_command(), config=Path(config_path).resolve(), python=sys.executable,
+        aigw=_aigw_command(ports or {}), config=Path(config_path).resolve(), python=sys.executable,
         aip_ok=_aip_request("support.billing", "refund for a damaged item"),
         aip_denied=_aip_request("finance.markets", "best index funds"),
         aip_error=json.dumps({"aip_version": "0.1", "request_id": "demo-error"}),
@@ -134,7 +137,10 @@ def _aip_secret_file(settings: Settings) -> str:
     return str(key.secret_file) if key is not None and key.secret_file else "SECRET_FILE"
 
 
-def _aigw_command() -> str:
-    """The aigw next to this Python, so the printed commands work without activating the venv."""
+def _aigw_command(ports: dict[str, str]) -> str:
+    """The aigw next to this Python, so the printed commands work without activating the venv,
+    with the ports the demo was given (its `token` reads the issuer's URL from the config)."""
     beside = Path(sys.executable).parent / "aigw"
-    return str(beside) if beside.exists() else "aigw"
+    command = str(beside) if beside.exists() else "aigw"
+    issuer = os.environ.get("AIGW_ISSUER_PORT")
+    return f"AIGW_ISSUER_PORT={issuer} {command}" if issuer else command
