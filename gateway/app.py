@@ -101,7 +101,7 @@ class GatewayApp:
         if owner is not None:
             ctx.surface = owner.name
         exchange = Exchange(Request(scope, receive, send), ctx, generation)
-        refusal = _refusal(generation, scope)
+        refusal = _refusal(generation, scope, forwarded=False)
         if refusal is not None:
             await answer_error(owner, refusal, exchange, send)
             return
@@ -145,15 +145,20 @@ class GatewayApp:
                 return
 
 
-def _refusal(generation: Generation, scope: Scope) -> errors.GatewayError | None:
+def _refusal(generation: Generation, scope: Scope,
+             forwarded: bool = True) -> errors.GatewayError | None:
     """What no request may carry whoever serves it: an oversized head (the listener checks it
-    first; any server too), an ambiguous path, a WebSocket handshake."""
+    first; any server too), an ambiguous path, a WebSocket handshake.
+
+    A path a surface serves is decided on as decoded, once, and never forwarded raw, so its
+    encoded slashes and dots are data (an upstream's id), not separators an upstream might
+    read differently; only a `forwarded` path is refused for them."""
     listen = generation.settings.listen
     try:
         check_head(scope, listen.max_headers, listen.max_header_bytes)
     except errors.GatewayError as error:
         return error
-    reason = ambiguity(scope["path"], scope.get("raw_path"))
+    reason = ambiguity(scope["path"], scope.get("raw_path") if forwarded else None)
     if reason is not None:
         return errors.GatewayError(400, "invalid_path", f"Refused: {reason}.")
     if wants_websocket(scope["headers"]):

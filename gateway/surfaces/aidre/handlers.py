@@ -20,6 +20,7 @@ from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.headers import request_origin
+from gateway.ids import addressable
 from gateway.model import Hit, Query
 from gateway.operations import Placeholders
 from gateway.pipeline import Listing, Stages
@@ -113,7 +114,7 @@ class ChunkSurface(AidreSurface):
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
         collection, _, item = request.path_params["id"].partition(":")
-        if not window.ITEM_ID.fullmatch(item) or item in (".", ".."):
+        if not addressable(item):
             raise GatewayError(404, "not_found", "No such chunk.")
         return Query(collection=collection, filters={"id": item})
 

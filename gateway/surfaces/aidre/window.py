@@ -11,12 +11,12 @@ records exist or where they rank.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.ids import addressable
 from gateway.model import Hit, Query
 from gateway.pipeline import Fetch
 from gateway.surfaces.aidre.collections import (
@@ -26,9 +26,6 @@ from gateway.surfaces.aidre.collections import (
     TextSearch,
     VectorSearch,
 )
-
-# An item id goes into an upstream path: nothing that could change which path that is.
-ITEM_ID = re.compile(r"[A-Za-z0-9._~-]{1,256}")
 
 Visible = Callable[[list[Hit]], list[Hit]]  # the records of a batch the caller may see
 
@@ -149,7 +146,7 @@ async def learn_visibility(source: Source, hits: list[Hit], query: Query, fetch:
 
 async def _visibility(chunk: Operation[ChunkRead], item: str, query: Query,
                       fetch: Fetch) -> Any:
-    if not ITEM_ID.fullmatch(item) or item in (".", ".."):
+    if not addressable(item):
         return None  # unknown: seen by nobody
     try:
         records = await fetch(chunk, chunk_values(query, item))
