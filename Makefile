@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: install test lint demo bench bench-passthrough bench-routes bench-deps profile soak redis \
-	schema fuzz clean chromium policy-check
+	schema fuzz clean chromium policy-check json-server
 
 # docker/install.sh is also the image's install step (Dockerfile), so the tests run what ships.
 $(INSTALLED): pyproject.toml docker/install.sh
@@ -19,7 +19,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy gateway
 
-test: install lint redis chromium
+test: install lint redis chromium json-server
 	$(BIN)/python -m pytest
 
 # The tests use the Redis at 127.0.0.1:6379 (started here when none answers) and start private
@@ -37,6 +37,20 @@ demo: install
 schema: install
 	$(BIN)/aigw schema > config/aigw.schema.json
 	$(BIN)/aigw schema --policies > config/policy.schema.json
+
+# json-server (npm), the third-party JSON API the tests put the gateway in front of
+# (tests/test_json_server.py, examples/json-server/), in .npm/ with the machine's Node. 0.17.4 is
+# the registry's `latest`: the 1.0 betas need Node 22 and dropped `q` full-text search.
+JSON_SERVER_VERSION := 0.17.4
+JSON_SERVER_STAMP := .npm/.json-server-$(JSON_SERVER_VERSION)
+
+$(JSON_SERVER_STAMP):
+	@command -v npm >/dev/null || { apt-get update && apt-get install -y nodejs npm; }
+	npm install --prefix .npm --no-save --no-package-lock --no-audit --no-fund \
+	  json-server@$(JSON_SERVER_VERSION)
+	touch $@
+
+json-server: $(JSON_SERVER_STAMP)
 
 # Headless Chromium, for the access report's browser check (tests/test_policy_report.py).
 chromium:
@@ -87,4 +101,4 @@ fuzz: install
 	$(BIN)/python bench/fuzz.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache *.egg-info
+	rm -rf $(VENV) .npm .pytest_cache .ruff_cache .mypy_cache *.egg-info
