@@ -47,7 +47,6 @@ HARD_IDS = [
     ("packages", "synthétique-ünïcode-包"),
     ("packages", "synthetic?query#fragment"),
 ]
-ITEM_1 = "issue 21 item 1: ids outside [A-Za-z0-9._~-] cannot be fetched"
 
 
 def xfail(reason: str) -> pytest.MarkDecorator:
@@ -228,7 +227,6 @@ def test_aidre_unknown_ids_are_404(gateway: str):
     assert chunk(gateway, "packages", "no-such-package").status_code == 404
 
 
-@xfail(ITEM_1)
 @pytest.mark.parametrize(("collection", "identifier"), HARD_IDS)
 def test_aidre_chunks_of_every_kind_of_id(gateway: str, db: dict[str, dict[str, dict]],
                                           collection: str, identifier: str):
@@ -238,7 +236,6 @@ def test_aidre_chunks_of_every_kind_of_id(gateway: str, db: dict[str, dict[str, 
     assert response.json()["id"] == f"{collection}:{identifier}"
 
 
-@xfail(ITEM_1)
 def test_aidre_every_search_hit_is_fetchable(gateway: str):
     hits = search(gateway, "GNU C++")["results"] + search(gateway, "security", "changes")["results"]
     assert len(hits) >= 5
@@ -290,13 +287,8 @@ def test_pdpp_a_grant_narrows_what_a_search_may_match(gateway: str,
     assert all(set(fields) <= APP_GRANT["packages"] for fields in app.values())
 
 
-def _pdpp_marks(identifier: str) -> list[pytest.MarkDecorator]:
-    return [xfail(ITEM_1 + " (PDPP: %2F in a record key is refused)")] if "/" in identifier \
-        else []
-
-
 @pytest.mark.parametrize(("collection", "identifier"),
-                         [pytest.param(c, i, marks=_pdpp_marks(i)) for c, i in HARD_IDS])
+                         HARD_IDS)
 def test_pdpp_reads_every_kind_of_id_percent_encoded(gateway: str,
                                                     db: dict[str, dict[str, dict]],
                                                     collection: str, identifier: str):
@@ -307,7 +299,6 @@ def test_pdpp_reads_every_kind_of_id_percent_encoded(gateway: str,
     assert response.json()["id"] == identifier
 
 
-@xfail(ITEM_1 + " (PDPP: a search's record_url of a key with / is refused)")
 def test_pdpp_every_record_url_a_search_gives_is_fetchable(gateway: str):
     results = httpx.get(f"{gateway}/v1/search?q=security&streams=changes", headers=OWNER)
     urls = [result["record_url"] for result in results.json()["data"]]
