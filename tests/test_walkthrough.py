@@ -1,11 +1,14 @@
 """The README held to the code: its operation placeholder tables against what each kind of
-operation fills when a config loads."""
+operation fills when a config loads, and the token claims shown under Authentication against
+what `aigw token` mints."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 import re
+import subprocess
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from gateway.loader import ConfigError, load_config
 from gateway.operations import Placeholders
 
 README = ROOT / "README.md"
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 def section(title: str, level: str = "##") -> str:
@@ -28,6 +32,11 @@ def section(title: str, level: str = "##") -> str:
     start = text.index(f"\n{level} {title}\n")
     end = text.find(f"\n{level} ", start + 1)
     return text[start:end if end != -1 else len(text)]
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of each fenced block, in order."""
+    return [(m[1], m[2]) for m in _FENCE.finditer(text)]
 
 
 # --------------------------------------------------------------------------- placeholders
@@ -105,3 +114,22 @@ def test_each_placeholder_table_is_what_its_operation_fills(kind: str, tmp_path:
     fills = _FILLS.search(issue.message)
     assert fills, issue.message
     assert set(re.findall(r"\{(\w+)\}", fills[1])) == documented
+
+
+# --------------------------------------------------------------------------- token claims
+
+
+def test_the_token_claims_under_authentication_are_what_aigw_token_mints():
+    shown = blocks(section("Authentication"))
+    [(index, command)] = [(i, body) for i, (language, body) in enumerate(shown)
+                          if language == "sh" and "aigw token" in body]
+    language, claims = shown[index + 1]
+    assert language == "json"
+    minted = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                            timeout=30, cwd=ROOT, check=True)
+    fresh, documented = json.loads(minted.stdout), json.loads(claims)
+    per_token = {"iat", "nbf", "exp", "jti"}
+    assert {k: v for k, v in fresh.items() if k not in per_token} == \
+        {k: v for k, v in documented.items() if k not in per_token}
+    assert set(fresh) == set(documented)
+
