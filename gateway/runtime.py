@@ -24,7 +24,6 @@ from gateway.headers import parse_networks
 from gateway.lifetimes import Lease, Resources
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
-from gateway.policy.config import PolicyPack
 from gateway.policy.decisionlog import DecisionLog
 from gateway.proxy import ProxyOptions, ProxyTarget
 from gateway.redirects import UpstreamOrigin
@@ -198,7 +197,8 @@ def _failure_store(loaded: LoadedConfig, lease: Lease) -> Any:
 def _mount_surfaces(loaded: LoadedConfig, lease: Lease) -> list[Mount]:
     """Every installed surface the config enables, built for this generation."""
     settings = loaded.settings
-    packs = tuple(PolicyPack.model_validate(pack) for pack in loaded.policies.values())
+    pack_model = registry.policy_pack_model()
+    packs = tuple(pack_model.model_validate(pack) for pack in loaded.policies.values())
     context = MountContext(settings, registry.capabilities(settings), loaded.modified, packs,
                            loaded.bundle, lease)
     return [mount for surface in registry.surfaces()

@@ -2,9 +2,13 @@
 
 A surface (one package under `gateway/surfaces/`, or a distribution of its own) exposes a
 `Surface` object under the `aigw.surfaces` entry-point group. Through it the surface
-contributes its config section, its load-time checks and warnings, its `/.well-known/ai`
-capabilities, and, for each config generation, a `Mount`: its routes, the path prefixes it
-owns, its public documents, its error dialect and the resources the policy engine decides on.
+contributes its config section and an older policy-file section, its load-time checks and
+warnings (of the config and of each policy file), its rule kinds, its `/.well-known/ai`
+capabilities, its members of the protected-resource metadata, its OpenAPI fragment, its `aigw`
+subcommands, what it keeps in one process's memory, and, for each config generation, a
+`Mount`: its routes (`SurfaceRoute`s, admitted by the pipeline as each declares), the path
+prefixes it owns, its public documents and paths, its error dialect, the resources the policy
+engine decides on, and what to close when the generation retires.
 
 The core never imports a surface: it finds them through `gateway.registry`.
 """
@@ -128,6 +132,11 @@ class Surface:
     config_key: str | None = None  # its section in the config file
     config_model: type[BaseModel] | None = None
     config_description: str = ""
+    # An older section of a policy file that this surface's rule kinds still read (their
+    # `RuleKind.legacy`): validated with `policy_model`, beside `rules:`.
+    policy_key: str | None = None
+    policy_model: type[BaseModel] | None = None
+    policy_description: str = ""
 
     def section(self, settings: Settings) -> Any:
         """This surface's config section, or None when the config has none."""
