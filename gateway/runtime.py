@@ -1,10 +1,14 @@
 """A `Generation` is everything built from one loaded config; `Runtime` swaps them on reload.
 
-Requests hold the generation they started with, so a reload never changes a request midway.
-Resources that outlive a generation (upstream clients, rate-limit counters, surfaces' stores
-and sinks) are leased from `Runtime.shared` (gateway.lifetimes): those whose settings did not
-change are carried over to the new generation, and each is closed exactly once, when the last
-generation using it has finished its last request.
+A generation holds the upstream clients and proxy targets, every enabled surface's mount, the
+owners of paths (gateway.routing), the CORS of public paths, identity forwarding and the
+pipeline. Requests hold the generation they started with, so a reload never changes a request
+midway; a replaced generation is closed once its last request has finished. Resources that
+outlive a generation (upstream clients, the rate-limit counter, the failed-authentication
+store, surfaces' stores and sinks) are leased from `Runtime.shared` (gateway.lifetimes): those
+whose settings did not change are carried over to the new generation, and each is closed
+exactly once, by the last generation using it. The runtime also keeps the decision log,
+replaced when a reload changes its settings.
 """
 
 from __future__ import annotations
