@@ -2,10 +2,11 @@
 models and rule kinds they add up to.
 
 Adding a surface means adding a package and one entry point; nothing in the core changes.
-The config model is the core `Settings` plus one optional section per surface; the policy-pack
-model is the core `PolicyPack`, its `rules` of every installed rule kind (the core's and each
-surface's), plus each surface's own older section. Capabilities, config problems and warnings
-are every surface's, in registry order.
+The config model is the core `Settings` plus one optional section per surface. The rule kinds
+are the core's (resource kinds over every surface's declared resources among them), then each
+surface's; the policy-pack model is the core `PolicyPack` with `rules` of every one of them,
+plus each surface's own older section. Capabilities, config problems and warnings are every
+surface's, in registry order; config problems also refuse a resource name two surfaces share.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A surface (one package under `gateway/surfaces/`, or a distribution of its own) exposes a
 `Surface` object under the `aigw.surfaces` entry-point group. Through it the surface
 contributes its config section and an older policy-file section, its load-time checks and
-warnings (of the config and of each policy file), its rule kinds, its `/.well-known/ai`
+warnings (of the config and of each policy file), its rule kinds, the resources it serves
+records from (decided on by the core's resource rule kinds), its `/.well-known/ai`
 capabilities, its members of the protected-resource metadata, its OpenAPI fragment, its `aigw`
 subcommands, what it keeps in one process's memory, and, for each config generation, a
 `Mount`: its routes (`SurfaceRoute`s, admitted by the pipeline as each declares), the path

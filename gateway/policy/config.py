@@ -2,8 +2,9 @@
 is optional, so packs can be split by topic (one file per team or per rule kind).
 
 `rules:` is the one format (gateway.policy.rules). `vector_return` is an older key, still read
-and translated into rules by the rule kind of that name (ids `<file>.vector_return[0]`); a
-surface may add an older section of its own (`Surface.policy_key`, see gateway.registry)."""
+and translated into rules of that kind (gateway.policy.resources; ids
+`<file>.vector_return[0]`); a surface may add an older section of its own (`Surface.policy_key`,
+see gateway.registry)."""
 
 from __future__ import annotations
 
