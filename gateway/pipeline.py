@@ -32,6 +32,7 @@ from gateway.upstream_call import UpstreamCalls
 if TYPE_CHECKING:
     from gateway.exchange import Exchange
     from gateway.loader import LoadedConfig
+    from gateway.policy.rules import Ask
 
 K = TypeVar("K", bound=Placeholders)
 
@@ -80,6 +81,9 @@ class Policy(Protocol):
     def vectors_possible(self, names: Iterable[str] | None = None) -> bool:
         """Whether any caller could ever get stored vectors back from these resources."""
 
+    def permitted(self, ctx: RequestContext, asks: Sequence[Ask]) -> list[bool]:
+        """Whether the rules allow each ask, each decision noted for the decision log."""
+
 
 class AnonymousAuthenticator:
     """No `auth` section: nobody is authenticated, and nobody is refused for it."""
@@ -108,6 +112,9 @@ class OpenPolicy:
 
     def vectors_possible(self, names: Iterable[str] | None = None) -> bool:
         return False
+
+    def permitted(self, ctx: RequestContext, asks: Sequence[Ask]) -> list[bool]:
+        return [True for _ in asks]
 
 
 class Fetch(Protocol):
@@ -320,6 +327,17 @@ class Pipeline:
                               self.policy.vectors_possible(names))
         with tracing.span("aigw.render"):
             return surface.render_listing(listing, exchange)
+
+    def permitted(self, exchange: Exchange, asks: Sequence[Ask]) -> list[bool]:
+        """The policy stage for a surface's own asks outside retrieval (who may see or use one
+        of its resources): whether the rules allow each, every decision noted in the
+        decision log under the owning surface."""
+        if not asks:
+            return []
+        with tracing.span("aigw.policy", {"aigw.policy.stage": "asks"}):
+            allowed = self.policy.permitted(exchange.ctx, asks)
+            tracing.annotate({"aigw.policy.denied": allowed.count(False)})
+        return allowed
 
     async def aclose(self) -> None:
         await self.authenticator.aclose()

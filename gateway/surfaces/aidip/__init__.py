@@ -67,8 +67,7 @@ class AidipPlugin(Surface):
                                           lambda: Breakers(*breaker_key))
         settings = context.settings
         base = (settings.public_base_url or "").rstrip("/") + aidip.base_path + "/agents"
-        catalog = Catalog(aidip, store, base, _authentication(settings),
-                          context.bundle)
+        catalog = Catalog(aidip, store, base, _authentication(settings))
         egress = EgressClient(aidip.egress)
         service = AidipService(catalog, breakers, egress)
         routes = service.routes()

@@ -7,6 +7,7 @@ runs; failures raised here are answered by the app in AIDIP's dialect (render.py
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -18,7 +19,7 @@ from gateway.model import Principal
 from gateway.surface import SurfaceRoute
 from gateway.surfaces.aidip import a2a, metadata
 from gateway.surfaces.aidip.breaker import Breakers
-from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, from_record
+from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, Permitted, from_record
 from gateway.surfaces.aidip.egress import EgressClient
 from gateway.surfaces.aidip.invoke import Invoker, check_inputs
 from gateway.surfaces.aidip.owners import RECORD_FORMAT, owner_of
@@ -77,13 +78,13 @@ class AidipService:
                                                              "max-age=3600"})
 
     async def list_agents(self, exchange: Exchange) -> Response:
-        ctx, request = exchange.ctx, exchange.request
+        request = exchange.request
         top = top_from(request.query_params.get("top"), self.settings)
-        agents = await self._matching(ctx.principal, filters_from_query(request))
+        agents = await self._matching(exchange, filters_from_query(request))
         return json_response([self.catalog.summary(agent) for agent in agents[:top]])
 
     async def search(self, exchange: Exchange) -> Response:
-        ctx, request = exchange.ctx, exchange.request
+        request = exchange.request
         body = await json_body(request, 64 * 1024)
         if not isinstance(body, dict):
             raise invalid_input("The search body must be a JSON object.")
@@ -93,7 +94,7 @@ class AidipService:
                                 [{"field": name, "problem": "unknown field"} for name in unknown])
         top = top_from(body.get("top"), self.settings)
         query = query_from(body.get("query"))
-        agents = await self._matching(ctx.principal, filters_from(body.get("filters")))
+        agents = await self._matching(exchange, filters_from(body.get("filters")))
         if query is None:
             return json_response([self.catalog.summary(agent) for agent in agents[:top]])
         return json_response([{**self.catalog.summary(agent), "score": score}
@@ -101,18 +102,17 @@ class AidipService:
 
     async def read(self, exchange: Exchange) -> Response:
         ctx, request = exchange.ctx, exchange.request
-        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        agent = await self._find(exchange, request.path_params["id"])
         return json_response(self.catalog.public(agent, ctx.principal))
 
     async def gateway_card(self, exchange: Exchange) -> Response:
         ctx = exchange.ctx
-        agents = await self.catalog.visible(ctx.principal)
+        agents = await self.catalog.visible(ctx.principal, _permitted(exchange))
         return json_response(a2a.gateway_card(agents, self.catalog, exchange.generation.settings),
                              headers={"cache-control": "private, max-age=60"})
 
     async def agent_card(self, exchange: Exchange) -> Response:
-        ctx, request = exchange.ctx, exchange.request
-        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        agent = await self._find(exchange, exchange.request.path_params["id"])
         return json_response(a2a.agent_card(agent, self.catalog, exchange.generation.settings))
 
     # ------------------------------------------------------------------ registration
@@ -143,7 +143,7 @@ class AidipService:
     async def update(self, exchange: Exchange) -> Response:
         ctx, request = exchange.ctx, exchange.request
         self._registrant(ctx.principal)
-        agent = await self._changeable(request.path_params["id"], ctx.principal)
+        agent = await self._changeable(exchange, request.path_params["id"])
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         if isinstance(body, dict) and body.get("id", agent.id) != agent.id:
             raise invalid_input("Field 'id' differs from the agent in the path.",
@@ -152,23 +152,23 @@ class AidipService:
         for _ in range(_WRITE_ATTEMPTS):
             if written := await self._replace(agent, record):
                 return self._written(written, ctx.principal, 200)
-            agent = await self._changeable(agent.id, ctx.principal)
+            agent = await self._changeable(exchange, agent.id)
         raise _changed_meanwhile()
 
     async def delete(self, exchange: Exchange) -> Response:
-        ctx, request = exchange.ctx, exchange.request
-        agent = await self._changeable(request.path_params["id"], ctx.principal)
+        request = exchange.request
+        agent = await self._changeable(exchange, request.path_params["id"])
         for _ in range(_WRITE_ATTEMPTS):
             if await self.catalog.store.delete(agent.id, agent.stamp or b""):
                 self.breakers.forget(agent.id)
                 return Response(status_code=204)
-            agent = await self._changeable(agent.id, ctx.principal)
+            agent = await self._changeable(exchange, agent.id)
         raise _changed_meanwhile()
 
-    async def _changeable(self, agent_id: str, principal: Principal) -> Agent:
+    async def _changeable(self, exchange: Exchange, agent_id: str) -> Agent:
         """The agent as stored now, when this caller may change it (404, else 403)."""
-        agent = await self.catalog.find(agent_id, principal)
-        if not self.catalog.may_change(agent, principal):
+        agent = await self._find(exchange, agent_id)
+        if not self.catalog.may_change(agent, exchange.principal):
             raise GatewayError(403, "forbidden", "You may not change this agent.")
         return agent
 
@@ -231,7 +231,7 @@ class AidipService:
 
     async def invoke(self, exchange: Exchange) -> Response:
         ctx, request = exchange.ctx, exchange.request
-        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        agent = await self._find(exchange, request.path_params["id"])
         operation = _operation(agent, request.path_params.get("operation"))
         generation = exchange.generation
         body = await json_body(request, generation.settings.proxy.max_body_bytes)
@@ -242,8 +242,17 @@ class AidipService:
                                     _credentials(request, generation.settings))
         return json_response(outputs if isinstance(body, list) else outputs[0])
 
-    async def _matching(self, principal: Principal, filters: Filters) -> list[Agent]:
-        return [agent for agent in await self.catalog.visible(principal) if filters.match(agent)]
+    async def _find(self, exchange: Exchange, agent_id: str) -> Agent:
+        return await self.catalog.find(agent_id, exchange.principal, _permitted(exchange))
+
+    async def _matching(self, exchange: Exchange, filters: Filters) -> list[Agent]:
+        visible = await self.catalog.visible(exchange.principal, _permitted(exchange))
+        return [agent for agent in visible if filters.match(agent)]
+
+
+def _permitted(exchange: Exchange) -> Permitted:
+    """The pipeline's policy stage for this request's `agent_access` asks."""
+    return partial(exchange.pipeline.permitted, exchange)
 
 
 def _changed_meanwhile() -> GatewayError:
