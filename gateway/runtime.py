@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from gateway import observability, registry
@@ -35,6 +35,9 @@ from gateway.routing import PathOwners
 from gateway.settings import Upstream
 from gateway.surface import Mount, MountContext
 from gateway.upstream import Transport, TransportFactory, create_transport
+
+if TYPE_CHECKING:
+    from gateway.upstream.egress.client import EgressClient
 
 log = logging.getLogger("aigw.runtime")
 
@@ -72,7 +75,7 @@ class Generation:
         self.identity = IdentityForwarding(settings.auth)
         self.pipeline = Pipeline.from_config(loaded, public, _counter(loaded, lease),
                                              self.resources, _failure_store(loaded, lease),
-                                             self.targets)
+                                             self.targets, egress=_egress(self.mounts, lease))
         self.revision = loaded.bundle.revision if loaded.bundle is not None else "none"
         self.active = 0
         self.retired = False
@@ -196,6 +199,18 @@ def _failure_store(loaded: LoadedConfig, lease: Lease) -> Any:
         (limits.storage, limits.key_prefix, limits.store_timeout)
     return lease.acquire(("auth_failures", *key), lambda: limits_storage(*key),
                          close_limits_storage)
+
+
+def _egress(mounts: list[Mount], lease: Lease) -> dict[str, EgressClient]:
+    """For each surface with egress rules, the client its clients' registered URLs are called
+    through, shared across reloads with the same rules (its connections too)."""
+    if all(mount.egress is None for mount in mounts):
+        return {}
+    from gateway.upstream.egress.client import EgressClient
+
+    return {mount.name: lease.acquire(("egress", mount.name, rules.model_dump_json()),
+                                      partial(EgressClient, rules))
+            for mount in mounts if (rules := mount.egress) is not None}
 
 
 def _mount_surfaces(loaded: LoadedConfig, lease: Lease) -> list[Mount]:

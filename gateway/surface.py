@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from gateway.policy.kinds import RuleKind
     from gateway.policy.resources import ResourceSpec
     from gateway.settings import Settings
+    from gateway.upstream.egress.config import Egress
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
 ErrorRenderer = Callable[[errors.GatewayError, Exchange], Response]
@@ -109,6 +110,9 @@ class Mount:
     resources: Mapping[str, Any] = field(default_factory=dict)  # for the policy engine
     prefixes: tuple[str, ...] = ()  # owned path prefixes; default: derived from the routes
     on_close: Callable[[], Awaitable[None]] | None = None
+    # Rules for calls to URLs its clients registered: the runtime builds the locked-down
+    # client (gateway.upstream.egress) and the pipeline hands it to requests (`calls`).
+    egress: Egress | None = None
 
     def __post_init__(self) -> None:
         if not self.prefixes:
