@@ -150,6 +150,24 @@ def test_the_import_contracts_cover_the_whole_core():
     assert set(contract["forbidden_modules"]) == {"gateway.surfaces", "gateway.demo"}
 
 
+# What only the pipeline calls (gateway/pipeline.py): a surface gets these stages' results
+# through `Pipeline.retrieve`/`listing`/`permitted` and the upstream calls it is handed.
+AIDIP_FORBIDDEN = re.compile(
+    r"\bpipeline\.(upstream|policy|authenticat\w*|limit\w*|egress)\b|\bbundle\.decide\b"
+    r"|\bPolicyEngine\b|\bUpstreamCalls\b|\baiohttp\b|\bhttpx\b|\bEgressClient\b")
+
+
+def test_aidip_calls_no_policy_engine_and_no_upstream_client_itself():
+    """AIDIP asks the pipeline for access decisions (`permitted`, so they are logged) and calls
+    configured and registered agents through the pipeline's `Calls`: it names neither the
+    engine, the bundle's decisions, an upstream client nor the egress client it is lent."""
+    found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+             for path in sorted((ROOT / "gateway" / "surfaces" / "aidip").rglob("*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if AIDIP_FORBIDDEN.search(line)]
+    assert not found, "\n".join(found)
+
+
 def test_import_contracts_hold():
     lint = Path(sys.executable).parent / "lint-imports"
     result = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=120)
