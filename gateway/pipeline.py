@@ -7,7 +7,9 @@ Routing and the error answers happen in `dispatch.py`; `admit` runs before a sur
 as its route declares (`surface.Admission`), and the endpoint hands its request to `retrieve`
 (or `listing`). Authentication, rate limiting, the policy engine and upstream calls are called
 from here only: a surface contributes parsing and validation, the upstream plan, the envelope
-and the error dialect, and reaches the upstream through the `Stages` it is handed.
+and the error dialect, and reaches the upstream through the `Stages` it is handed. An endpoint
+outside retrieval asks the policy stage through `permitted` and calls upstreams (or URLs its
+clients registered) through the `Calls` it gets from `calls`.
 """
 
 from __future__ import annotations

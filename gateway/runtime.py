@@ -5,10 +5,10 @@ owners of paths (gateway.routing), the CORS of public paths, identity forwarding
 pipeline. Requests hold the generation they started with, so a reload never changes a request
 midway; a replaced generation is closed once its last request has finished. Resources that
 outlive a generation (upstream clients, the rate-limit counter, the failed-authentication
-store, surfaces' stores and sinks) are leased from `Runtime.shared` (gateway.lifetimes): those
-whose settings did not change are carried over to the new generation, and each is closed
-exactly once, by the last generation using it. The runtime also keeps the decision log,
-replaced when a reload changes its settings.
+store, surfaces' egress clients, stores and sinks) are leased from `Runtime.shared`
+(gateway.lifetimes): those whose settings did not change are carried over to the new
+generation, and each is closed exactly once, by the last generation using it. The runtime
+also keeps the decision log, replaced when a reload changes its settings.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ capabilities, its members of the protected-resource metadata, its OpenAPI fragme
 subcommands, what it keeps in one process's memory, and, for each config generation, a
 `Mount`: its routes (`SurfaceRoute`s, admitted by the pipeline as each declares), the path
 prefixes it owns, its public documents and paths, its error dialect, the resources the policy
-engine decides on, and what to close when the generation retires.
+engine decides on, the egress rules for URLs its clients register (the runtime builds the
+client), and what to close when the generation retires.
 
 The core never imports a surface: it finds them through `gateway.registry`.
 """
