@@ -1,4 +1,17 @@
-"""The public ASGI application: request id, routing, passthrough, errors, access log."""
+"""The public ASGI application.
+
+For each HTTP request it builds the request context (request id, client address), bounds the
+time a body may take, and refuses what no request may carry (an oversized head, an ambiguous
+path, a WebSocket upgrade). A path with an owner, a public document or a surface's route, is
+served through gateway.dispatch (public paths with CORS); any other path is admitted by the
+pipeline and passed through to the default upstream. Every response carries X-Request-Id and,
+when the request has them, the policy decision id and the rate-limit fields; errors raised
+outside an owner's path are answered in the gateway's JSON dialect. When the request ends it
+is recorded: metrics, the decision log, the access log and the trace span.
+
+A WebSocket handshake is refused with an HTTP answer where the server can send one, else
+closed. Lifespan starts the event-loop lag probe and, on shutdown, closes the runtime.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """A capability: one thing an agent can do here, as the /.well-known/ai document lists it.
 
-Every spec surface contributes its own; deployments declare more in `ai_endpoint`.
+Every surface contributes its own (`Surface.capabilities`); a surface's config section may let
+a deployment declare more. The model checks an entry's id, lengths and endpoint.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _absolute_http(value: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
-# The spec's limits (draft-aiendpoint-00 §3.3), checked first so that the message is plain;
+# The document's limits on an entry, checked first so that the message is plain;
 # the Field constraints repeat them for the exported JSON Schema.
 CapabilityId = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=64),
                          BeforeValidator(_snake_case_id)]

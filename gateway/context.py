@@ -49,6 +49,6 @@ class RequestContext:
     error_code: str | None = None
     principal: Principal = ANONYMOUS
     rate_limit: list[Any] | None = None  # quotas counted for this request, for the headers
-    platform_id: str | None = None  # AIP: the platform the request declares, a rate-limit key
+    platform_id: str | None = None  # the calling platform a request declares; a rate-limit key
     decisions: list[Any] = field(default_factory=list)  # gateway.policy.decisions.Noted
     decision_id: str | None = None  # set with the first policy decision; sent as a header

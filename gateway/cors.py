@@ -1,8 +1,9 @@
 """CORS for the public discovery documents, so that agents running in a browser can read them.
 
-Only the documents (and surface routes served without a token, such as AIDRE's discovery) get
-these fields; every other path is left to the upstream. A preflight is an OPTIONS request with
-`Origin` and `Access-Control-Request-Method`; any other OPTIONS stays a 405.
+Only the documents and the exact paths a surface serves without a token (`Mount.public_paths`)
+get these fields; the gateway adds none to any other path (a passthrough answer keeps what
+the upstream sent). A preflight is an OPTIONS request with `Origin` and
+`Access-Control-Request-Method`; any other OPTIONS stays a 405.
 """
 
 from __future__ import annotations

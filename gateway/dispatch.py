@@ -1,9 +1,16 @@
-"""Serving a path a surface owns: its documents and routes, admission before an endpoint runs,
-and every failure answered once, here, in the owner's dialect.
+"""Serving a path with an owner: a public document (the core's or a surface's) or a surface's
+routes, every failure answered once, here, in the owner's dialect.
 
-Surface endpoints raise `GatewayError`; nothing below them catches it for bookkeeping. This
-module records the error code (logs, metrics and traces read it from the request context) and
-asks the owner to render the error with the whole exchange.
+A document answers GET and HEAD only. A surface's path goes to the first of its routes that
+matches (else 404, or 405 with `Allow`). A `SurfaceRoute` is admitted by the pipeline as it
+declares (credentials required or optional, the body read first, or left to the endpoint)
+before its endpoint runs; a plain ASGI route gets the request as it is.
+
+Endpoints raise `GatewayError`. This module records the error code on the request context
+(logs, metrics and traces read it there) and has the owner render the error with the whole
+exchange; a core document's errors use the gateway's own dialect. Any other exception is
+logged and answered as an internal error. A failure after the response started is raised
+again, so that the server drops the connection.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""The exchange: one request as the pipeline and a surface endpoint see it.
+"""The exchange: one request as the pipeline, a surface endpoint and its error renderer see it.
 
-The app builds one for every request a surface owns and hands it to the endpoint, to the
-pipeline's admission and to the owner's error renderer, so all three read the same request,
-context, principal and config generation. A surface that learns something its error answers
-need (PDPP's negotiated version, AIP's echoed request id and verifying key) keeps it in
-`surface_state`; nothing else about a request travels in the ASGI scope.
+The app builds one for every request to a path with an owner (a public document or a surface's
+routes). gateway.dispatch admits the caller as the route declares (a body-first route's body
+is read, and kept here, before the caller is), then hands the exchange to the matching
+`SurfaceRoute` endpoint (which may pass it to `Pipeline.retrieve` or `Pipeline.listing`) and,
+on failure, to the owner's error renderer: all of them read the same request, context,
+principal and config generation. A surface that learns something its error answers need (a
+request id to echo, the key that verified a signature) keeps it in `surface_state`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The first load that names PATH creates it: 256 random bits as 64 hex digits, mod
 atomically and never replaced, so every worker and every restart reads the same secret and
 none is ever committed. `generated_secret` stands for the secret itself (a cursor or client
 secret), `generated_secret_file` for the file's absolute path (for a setting that reads its
-secret from a file, such as an AIP signing key). Replicas on several machines would each make
+secret from a file, such as a signing key). Replicas on several machines would each make
 their own: give those a secret they share (`${VAR}`, or a file they all mount).
 """
 

@@ -7,7 +7,9 @@ Routing and the error answers happen in `dispatch.py`; `admit` runs before a sur
 as its route declares (`surface.Admission`), and the endpoint hands its request to `retrieve`
 (or `listing`). Authentication, rate limiting, the policy engine and upstream calls are called
 from here only: a surface contributes parsing and validation, the upstream plan, the envelope
-and the error dialect, and reaches the upstream through the `Stages` it is handed.
+and the error dialect, and reaches the upstream through the `Stages` it is handed. An endpoint
+outside retrieval asks the policy stage through `permitted` and calls upstreams (or URLs its
+clients registered) through the `Calls` it gets from `calls`.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from gateway.context import RequestContext
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
 from gateway.operations import Operation, Placeholders
 from gateway.proxy import ProxyTarget
-from gateway.upstream_call import UpstreamCalls
+from gateway.upstream_call import MAX_UPSTREAM_JSON_BYTES, RawAnswer, UpstreamCalls
 
 if TYPE_CHECKING:
     from gateway.exchange import Exchange
     from gateway.loader import LoadedConfig
+    from gateway.policy.rules import Ask
+    from gateway.upstream.egress.client import Answer, EgressClient
 
 K = TypeVar("K", bound=Placeholders)
 
@@ -80,6 +84,9 @@ class Policy(Protocol):
     def vectors_possible(self, names: Iterable[str] | None = None) -> bool:
         """Whether any caller could ever get stored vectors back from these resources."""
 
+    def permitted(self, ctx: RequestContext, asks: Sequence[Ask]) -> list[bool]:
+        """Whether the rules allow each ask, each decision noted for the decision log."""
+
 
 class AnonymousAuthenticator:
     """No `auth` section: nobody is authenticated, and nobody is refused for it."""
@@ -108,6 +115,9 @@ class OpenPolicy:
 
     def vectors_possible(self, names: Iterable[str] | None = None) -> bool:
         return False
+
+    def permitted(self, ctx: RequestContext, asks: Sequence[Ask]) -> list[bool]:
+        return [True for _ in asks]
 
 
 class Fetch(Protocol):
@@ -141,6 +151,43 @@ class Stages:
             kept = self._pipeline.policy.after(self._ctx, self._query, hits)
             tracing.annotate({"aigw.policy.removed": len(hits) - len(kept)})
         return kept
+
+
+class Calls:
+    """The upstream calls a surface endpoint may make for one request outside retrieval,
+    judging each answer itself: a body sent to a configured upstream (with the caller's
+    identity, as every upstream call), and a POST to a URL a client registered, through the
+    locked-down egress client the runtime built from the surface's `Mount.egress` rules."""
+
+    __slots__ = ("_ctx", "_egress", "_upstream")
+
+    def __init__(self, upstream: UpstreamCalls, egress: EgressClient | None,
+                 ctx: RequestContext) -> None:
+        self._upstream, self._egress, self._ctx = upstream, egress, ctx
+
+    def send(self, upstream: str, method: str, path: str, body: bytes, *,
+             headers: Sequence[tuple[bytes, bytes]] = (),
+             max_bytes: int = MAX_UPSTREAM_JSON_BYTES) -> Awaitable[RawAnswer]:
+        """`body` sent to a configured upstream (see `UpstreamCalls.send`): transport failures
+        raise `UpstreamError`, an answer past `max_bytes` `AnswerTooLarge`."""
+        return self._upstream.send(upstream, method, path, body, self._ctx, headers=headers,
+                                   max_bytes=max_bytes)
+
+    def registered_url_problem(self, url: str) -> str | None:
+        """Why the egress rules would refuse a call to `url`, or None (for checking a URL when
+        it is registered, before any call)."""
+        if self._egress is None:
+            return "no registered URL may be called here"
+        return self._egress.policy.url_problem(url)
+
+    async def post_registered(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
+        """POST `body` to a registered URL: `EgressRefused` before anything is sent to a place
+        the rules refuse, `EgressFailed` for a call that failed."""
+        from gateway.upstream.egress.client import EgressRefused
+
+        if self._egress is None:
+            raise EgressRefused("no egress rules")
+        return await self._egress.post(url, body, headers)
 
 
 class RetrievalSurface(Protocol):
@@ -198,6 +245,7 @@ class Pipeline:
         policy: Policy | None = None,
         identity: Any = None,
         targets: Mapping[str, ProxyTarget] | None = None,
+        *, egress: Mapping[str, EgressClient] | None = None,
     ) -> None:
         self.authenticator = authenticator or AnonymousAuthenticator()
         self.limiter = limiter or Unlimited()
@@ -205,17 +253,20 @@ class Pipeline:
         self.identity = identity  # IdentityForwarding: who the caller is, told to upstreams
         # The only way surfaces call upstream operations.
         self.upstream = UpstreamCalls(targets or {}, identity)
+        self.egress = egress or {}  # by surface: the client for URLs its clients registered
 
     @classmethod
     def from_config(
         cls, loaded: LoadedConfig, public_paths: frozenset[str], storage: Any = None,
         resources: dict[str, Any] | None = None, failure_store: Any = None,
         targets: Mapping[str, ProxyTarget] | None = None,
+        *, egress: Mapping[str, EgressClient] | None = None,
     ) -> Pipeline:
         """The stages a config asks for; `storage` is the rate-limit store to count in,
         `resources` the surfaces' collections and streams the policy decides on,
         `failure_store` the `limits` storage failed authentications are counted in, and
-        `targets` the upstreams operations are called on."""
+        `targets` the upstreams operations are called on, `egress` each surface's client for
+        URLs its clients registered."""
         settings = loaded.settings
         authenticator = limiter = None
         from gateway.policy.engine import PolicyEngine
@@ -235,7 +286,8 @@ class Pipeline:
             limiter = Limiter(settings.rate_limits, storage)
         from gateway.auth.forwarding import IdentityForwarding
 
-        return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth), targets)
+        return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth), targets,
+                   egress=egress)
 
     async def admit(self, ctx: RequestContext, scope: Scope, *,
                     credentials_optional: bool = False) -> None:
@@ -320,6 +372,21 @@ class Pipeline:
                               self.policy.vectors_possible(names))
         with tracing.span("aigw.render"):
             return surface.render_listing(listing, exchange)
+
+    def permitted(self, exchange: Exchange, asks: Sequence[Ask]) -> list[bool]:
+        """The policy stage for a surface's own asks outside retrieval (who may see or use one
+        of its resources): whether the rules allow each, every decision noted in the
+        decision log under the owning surface."""
+        if not asks:
+            return []
+        with tracing.span("aigw.policy", {"aigw.policy.stage": "asks"}):
+            allowed = self.policy.permitted(exchange.ctx, asks)
+            tracing.annotate({"aigw.policy.denied": allowed.count(False)})
+        return allowed
+
+    def calls(self, exchange: Exchange) -> Calls:
+        """The upstream calls the endpoint of the surface owning this request may make."""
+        return Calls(self.upstream, self.egress.get(exchange.ctx.surface), exchange.ctx)
 
     async def aclose(self) -> None:
         await self.authenticator.aclose()

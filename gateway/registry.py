@@ -1,7 +1,12 @@
-"""The installed spec surfaces, found through the `aigw.surfaces` entry-point group.
+"""The installed spec surfaces, found through the `aigw.surfaces` entry-point group, and the
+models and rule kinds they add up to.
 
 Adding a surface means adding a package and one entry point; nothing in the core changes.
-The config model is the core `Settings` plus one optional section per surface.
+The config model is the core `Settings` plus one optional section per surface. The rule kinds
+are the core's (resource kinds over every surface's declared resources among them), then each
+surface's; the policy-pack model is the core `PolicyPack` with `rules` of every one of them,
+plus each surface's own older section. Capabilities, config problems and warnings are every
+surface's, in registry order; config problems also refuse a resource name two surfaces share.
 """
 
 from __future__ import annotations
@@ -110,8 +115,14 @@ def rule_model() -> TypeAdapter[Any]:
 
 @functools.cache
 def policy_pack_model() -> type[PolicyPack]:
-    """`PolicyPack` whose `rules` are those of every installed kind."""
+    """`PolicyPack` whose `rules` are those of every installed kind, with each surface's own
+    section (`Surface.policy_key`) as an optional field."""
     rules: Any = GenericAlias(list, (_rule_union(),))  # list[...] of kinds known at run time
+    sections: dict[str, Any] = {
+        surface.policy_key: (surface.policy_model | None,
+                             Field(None, description=surface.policy_description or None))
+        for surface in surfaces() if surface.policy_key and surface.policy_model
+    }
     return create_model("PolicyPack", __base__=PolicyPack,
                         rules=(rules, Field([], description=PolicyPack.model_fields[
-                            "rules"].description)))
+                            "rules"].description)), **sections)

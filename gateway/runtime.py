@@ -1,10 +1,14 @@
 """A `Generation` is everything built from one loaded config; `Runtime` swaps them on reload.
 
-Requests hold the generation they started with, so a reload never changes a request midway.
-Resources that outlive a generation (upstream clients, rate-limit counters, surfaces' stores
-and sinks) are leased from `Runtime.shared` (gateway.lifetimes): those whose settings did not
-change are carried over to the new generation, and each is closed exactly once, when the last
-generation using it has finished its last request.
+A generation holds the upstream clients and proxy targets, every enabled surface's mount, the
+owners of paths (gateway.routing), the CORS of public paths, identity forwarding and the
+pipeline. Requests hold the generation they started with, so a reload never changes a request
+midway; a replaced generation is closed once its last request has finished. Resources that
+outlive a generation (upstream clients, the rate-limit counter, the failed-authentication
+store, surfaces' egress clients, stores and sinks) are leased from `Runtime.shared`
+(gateway.lifetimes): those whose settings did not change are carried over to the new
+generation, and each is closed exactly once, by the last generation using it. The runtime
+also keeps the decision log, replaced when a reload changes its settings.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from gateway import observability, registry
@@ -24,7 +28,6 @@ from gateway.headers import parse_networks
 from gateway.lifetimes import Lease, Resources
 from gateway.loader import LoadedConfig
 from gateway.pipeline import Pipeline
-from gateway.policy.config import PolicyPack
 from gateway.policy.decisionlog import DecisionLog
 from gateway.proxy import ProxyOptions, ProxyTarget
 from gateway.redirects import UpstreamOrigin
@@ -32,6 +35,9 @@ from gateway.routing import PathOwners
 from gateway.settings import Upstream
 from gateway.surface import Mount, MountContext
 from gateway.upstream import Transport, TransportFactory, create_transport
+
+if TYPE_CHECKING:
+    from gateway.upstream.egress.client import EgressClient
 
 log = logging.getLogger("aigw.runtime")
 
@@ -69,7 +75,7 @@ class Generation:
         self.identity = IdentityForwarding(settings.auth)
         self.pipeline = Pipeline.from_config(loaded, public, _counter(loaded, lease),
                                              self.resources, _failure_store(loaded, lease),
-                                             self.targets)
+                                             self.targets, egress=_egress(self.mounts, lease))
         self.revision = loaded.bundle.revision if loaded.bundle is not None else "none"
         self.active = 0
         self.retired = False
@@ -195,10 +201,23 @@ def _failure_store(loaded: LoadedConfig, lease: Lease) -> Any:
                          close_limits_storage)
 
 
+def _egress(mounts: list[Mount], lease: Lease) -> dict[str, EgressClient]:
+    """For each surface with egress rules, the client its clients' registered URLs are called
+    through, shared across reloads with the same rules (its connections too)."""
+    if all(mount.egress is None for mount in mounts):
+        return {}
+    from gateway.upstream.egress.client import EgressClient
+
+    return {mount.name: lease.acquire(("egress", mount.name, rules.model_dump_json()),
+                                      partial(EgressClient, rules))
+            for mount in mounts if (rules := mount.egress) is not None}
+
+
 def _mount_surfaces(loaded: LoadedConfig, lease: Lease) -> list[Mount]:
     """Every installed surface the config enables, built for this generation."""
     settings = loaded.settings
-    packs = tuple(PolicyPack.model_validate(pack) for pack in loaded.policies.values())
+    pack_model = registry.policy_pack_model()
+    packs = tuple(pack_model.model_validate(pack) for pack in loaded.policies.values())
     context = MountContext(settings, registry.capabilities(settings), loaded.modified, packs,
                            loaded.bundle, lease)
     return [mount for surface in registry.surfaces()

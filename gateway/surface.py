@@ -2,9 +2,15 @@
 
 A surface (one package under `gateway/surfaces/`, or a distribution of its own) exposes a
 `Surface` object under the `aigw.surfaces` entry-point group. Through it the surface
-contributes its config section, its load-time checks and warnings, its `/.well-known/ai`
-capabilities, and, for each config generation, a `Mount`: its routes, the path prefixes it
-owns, its public documents, its error dialect and the resources the policy engine decides on.
+contributes its config section and an older policy-file section, its load-time checks and
+warnings (of the config and of each policy file), its rule kinds, the resources it serves
+records from (decided on by the core's resource rule kinds), its `/.well-known/ai`
+capabilities, its members of the protected-resource metadata, its OpenAPI fragment, its `aigw`
+subcommands, what it keeps in one process's memory, and, for each config generation, a
+`Mount`: its routes (`SurfaceRoute`s, admitted by the pipeline as each declares), the path
+prefixes it owns, its public documents and paths, its error dialect, the resources the policy
+engine decides on, the egress rules for URLs its clients register (the runtime builds the
+client), and what to close when the generation retires.
 
 The core never imports a surface: it finds them through `gateway.registry`.
 """
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
     from gateway.policy.kinds import RuleKind
     from gateway.policy.resources import ResourceSpec
     from gateway.settings import Settings
+    from gateway.upstream.egress.config import Egress
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
 ErrorRenderer = Callable[[errors.GatewayError, Exchange], Response]
@@ -104,6 +111,9 @@ class Mount:
     resources: Mapping[str, Any] = field(default_factory=dict)  # for the policy engine
     prefixes: tuple[str, ...] = ()  # owned path prefixes; default: derived from the routes
     on_close: Callable[[], Awaitable[None]] | None = None
+    # Rules for calls to URLs its clients registered: the runtime builds the locked-down
+    # client (gateway.upstream.egress) and the pipeline hands it to requests (`calls`).
+    egress: Egress | None = None
 
     def __post_init__(self) -> None:
         if not self.prefixes:
@@ -128,6 +138,11 @@ class Surface:
     config_key: str | None = None  # its section in the config file
     config_model: type[BaseModel] | None = None
     config_description: str = ""
+    # An older section of a policy file that this surface's rule kinds still read (their
+    # `RuleKind.legacy`): validated with `policy_model`, beside `rules:`.
+    policy_key: str | None = None
+    policy_model: type[BaseModel] | None = None
+    policy_description: str = ""
 
     def section(self, settings: Settings) -> Any:
         """This surface's config section, or None when the config has none."""

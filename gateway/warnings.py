@@ -24,7 +24,7 @@ def core_warnings(settings: Settings) -> list[Problem]:
     if url and urlsplit(url).scheme == "http" and not is_loopback(urlsplit(url).hostname):
         found.append(("public_base_url",
                       f"expected an https:// URL, got {url!r}: discovery documents and the "
-                      "URLs they give must be served over HTTPS (AI Discovery §6.4, AIDRE §3.1)"))
+                      "URLs they give must be served over HTTPS"))
     found.extend(self_declared_key_warnings(settings.rate_limits))
     return found + public_rule_warnings(settings)
 

@@ -260,6 +260,35 @@ def test_registered_allowed_clients_restrict_visibility(gateway: Gateway, echo: 
     assert_error(call(gateway, "DELETE", path, "bob-key"), 404, "NotFound")
 
 
+def test_listings_and_invocations_log_each_agent_access_decision(backend, echo,
+                                                                  inprocess_factory, tmp_path):
+    from test_policy_decisions import logged
+
+    log = tmp_path / "decisions.jsonl"
+    gateway = inprocess_factory(aidip_gateway_config(
+        backend, echo, decision_log={"sink": "file", "path": str(log)}))
+    for listing in (call(gateway, "GET", "/agents", "reader-key"),
+                    call(gateway, "POST", "/agents/search", "reader-key", {})):
+        assert listing.status_code == 200, listing.text
+        record = logged(log, listing.headers["x-aigw-decision-id"])
+        decided = {d["resource"]: (d["effect"], d["rule"]) for d in record["decisions"]
+                   if d["kind"] == "agent_access" and d["surface"] == "aidip"}
+        assert {agent for agent, (effect, _) in decided.items() if effect == "allow"} \
+            == {agent["id"] for agent in listing.json()} == {"classifier", "echoer"}
+        assert decided["partner-only"] == ("deny", "config:aidip.agents.partner-only.clients")
+    invoked = call(gateway, "POST", "/agents/echoer/invoke/echo", "reader-key", {"text": "hi"})
+    assert invoked.status_code == 200, invoked.text
+    record = logged(log, invoked.headers["x-aigw-decision-id"])
+    assert (record["surface"], record["kind"], record["resource"], record["effect"]) \
+        == ("aidip", "agent_access", "echoer", "allow")
+    refused = call(gateway, "POST", "/agents/partner-only/invoke", "reader-key", {"text": "x"})
+    assert_error(refused, 404, "NotFound")
+    record = logged(log, refused.headers["x-aigw-decision-id"])
+    assert (record["kind"], record["resource"], record["effect"], record["rule"]) \
+        == ("agent_access", "partner-only", "deny", "config:aidip.agents.partner-only.clients")
+    assert record["principal"]["client_id"] == "reader-app"
+
+
 def test_registry_endpoints_are_in_the_ai_discovery_document(gateway: Gateway):
     document = httpx.get(gateway.url + "/.well-known/ai").json()
     listed = {(c["method"], c["endpoint"]) for c in document["capabilities"]}

@@ -19,13 +19,15 @@ from gateway.errors import GatewayError
 from gateway.model import Principal
 from gateway.surfaces.aidip.breaker import Breaker
 from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, from_record
-from gateway.surfaces.aidip.config import Aidip, Egress
-from gateway.surfaces.aidip.egress import Answer, EgressClient, EgressPolicy, EgressRefused
+from gateway.surfaces.aidip.config import Aidip
 from gateway.surfaces.aidip.invoke import Invoker
 from gateway.surfaces.aidip.owners import owner_of, record_owner
 from gateway.surfaces.aidip.search import ranked
 from gateway.surfaces.aidip.store import AgentStore, Created, MemoryStore, RedisStore
-from gateway.surfaces.aidip.urls import url_fields, url_problem
+from gateway.surfaces.aidip.urls import url_fields
+from gateway.upstream.egress.client import Answer, EgressClient, EgressPolicy, EgressRefused
+from gateway.upstream.egress.config import Egress
+from gateway.upstream.egress.urls import url_problem
 
 
 class StubResolver:
@@ -206,13 +208,14 @@ def test_equal_scores_are_ordered_by_id():
 # --------------------------------------------------------------------------- invocation
 
 
-class ScriptedEgress:
-    """An egress client whose every call answers `status`, or raises `error`."""
+class ScriptedCalls:
+    """The pipeline's calls for a request, whose every call to a registered URL answers
+    `status`, or raises `error`."""
 
     def __init__(self, status: int = 200, error: BaseException | None = None) -> None:
         self.status, self.error, self.calls = status, error, 0
 
-    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
+    async def post_registered(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
         self.calls += 1
         if self.error is not None:
             raise self.error
@@ -232,15 +235,15 @@ def _registered_agent() -> tuple[Agent, Operation]:
 async def test_an_agent_4xx_is_the_callers_client_error_and_spares_the_breaker(
         agent_status: int, status: int, code: str):
     agent, operation = _registered_agent()
-    egress = ScriptedEgress(agent_status)
+    calls = ScriptedCalls(agent_status)
     breaker = Breaker(failures=1, open_seconds=60)
     for _ in range(3):
         ctx = RequestContext("r", "POST", "/agents/a/invoke", "127.0.0.1")
         with pytest.raises(GatewayError) as raised:
-            await Invoker(None, egress).run(agent, operation, [{}], ctx, breaker, [])
+            await Invoker(calls).run(agent, operation, [{}], ctx, breaker, [])
         assert (raised.value.status, raised.value.code) == (status, code)
         assert "internals" not in raised.value.message and not raised.value.details
-    assert egress.calls == 3 and breaker.retry_after() is None
+    assert calls.calls == 3 and breaker.retry_after() is None
 
 
 @pytest.mark.parametrize(("agent_status", "opens"), [(500, True), (502, True), (503, True),
@@ -252,8 +255,8 @@ async def test_only_the_agents_own_failures_count_against_its_breaker(agent_stat
     breaker = Breaker(failures=1, open_seconds=60)  # a 200 fails `outputs`: not the agent's fault
     ctx = RequestContext("r", "POST", "/agents/a/invoke", "127.0.0.1")
     with pytest.raises(GatewayError):
-        await Invoker(None, ScriptedEgress(agent_status)).run(agent, operation, [{}], ctx,
-                                                             breaker, [])
+        await Invoker(ScriptedCalls(agent_status)).run(agent, operation, [{}], ctx,
+                                                       breaker, [])
     assert (breaker.retry_after() is not None) is opens
 
 
@@ -262,7 +265,7 @@ async def test_a_caller_going_away_mid_call_never_opens_the_breaker():
     breaker = Breaker(failures=1, open_seconds=60)
     ctx = RequestContext("r", "POST", "/agents/a/invoke", "127.0.0.1")
     with pytest.raises(asyncio.CancelledError):
-        await Invoker(None, ScriptedEgress(error=asyncio.CancelledError())).run(
+        await Invoker(ScriptedCalls(error=asyncio.CancelledError())).run(
             agent, operation, [{}], ctx, breaker, [])
     assert breaker.retry_after() is None
 

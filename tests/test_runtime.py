@@ -107,3 +107,34 @@ async def test_every_shared_resource_is_closed_once_by_the_last_generation_using
     assert len(registry) == held_before and closed == []
     await runtime.aclose()
     assert closed == ["counter"] and len(registry) == 0
+
+
+def _with_egress(tmp_path: Path, name: str, host: str):
+    """A config whose AIDIP surface declares egress rules allowing one origin."""
+    file = tmp_path / f"{name}.yaml"
+    file.write_text(yaml.safe_dump({
+        "public_base_url": "http://127.0.0.1:8080",
+        "upstreams": {"a": {"url": "http://127.0.0.1:9"}},
+        "rate_limits": {"storage": "memory://", "rules": [
+            {"name": "all", "paths": ["/"], "limit": "100/minute", "key": "client"}]},
+        "aidip": {"egress": {"origins": [{"host": host}]}}}))
+    return load_config(file, env={})
+
+
+async def test_the_runtime_builds_a_surfaces_egress_client_and_closes_it_once(tmp_path: Path):
+    """The client for registered URLs is the pipeline's, built from the mount's rules: kept
+    over a reload with the same rules, closed once the last generation using it retires."""
+    runtime = Runtime(_with_egress(tmp_path, "one", "a.example"))
+    client = runtime.current.pipeline.egress["aidip"]
+    assert client.policy.url_problem("https://a.example/x") is None
+    closed: list[str] = []
+    _closing(client, closed, "egress")
+    second = runtime.swap(_with_egress(tmp_path, "two", "a.example"))
+    assert second.pipeline.egress["aidip"] is client
+    third = runtime.swap(_with_egress(tmp_path, "three", "b.example"))
+    assert third.pipeline.egress["aidip"] is not client
+    assert third.pipeline.egress["aidip"].policy.url_problem("https://a.example/x") is not None
+    await asyncio.sleep(0.05)  # generations 1 and 2 retire: nobody uses the first client
+    assert closed == ["egress"]
+    await runtime.aclose()
+    assert closed == ["egress"]

@@ -59,7 +59,10 @@ class Issuer(Strict):
     default_token_kind: TokenKindName = Field(
         "client", description="Kind of tokens that carry no token-kind claim."
     )
-    grant_claim: str | None = Field("pdpp_grant", description="Claim carrying a PDPP grant.")
+    grant_claim: str | None = Field(
+        "pdpp_grant",
+        description="Claim carrying a grant: streams and the fields readable in each.",
+    )
 
 
 class Introspection(Strict):
@@ -67,7 +70,7 @@ class Introspection(Strict):
     client_id: str
     client_secret: SecretStr
     cache_ttl: Annotated[float, Field(gt=0, le=60)] = Field(
-        60, description="Positive results are cached for min(token exp, this) seconds (PDPP §8)."
+        60, description="Positive results are cached for min(token exp, this) seconds."
     )
     negative_cache_ttl: Annotated[float, Field(ge=0, le=300)] = Field(
         30, description="Inactive results are cached this long (0: never), by token hash."

@@ -1,9 +1,9 @@
 """RFC 7662 token introspection through authlib, with short caches of its answers.
 
-Positive answers are cached for min(token exp, `cache_ttl` <= 60 s), as PDPP §8 requires;
-negative ones for `negative_cache_ttl` in a cache of their own, so a flood of made-up tokens
-never evicts a good one. Both are keyed by the token's SHA-256. Concurrent requests carrying
-one token share one introspection.
+Positive answers are cached for min(token exp, `cache_ttl`), at most 60 s, so a revoked token
+stops working within a minute; negative ones for `negative_cache_ttl` in a cache of their own,
+so a flood of made-up tokens never evicts a good one. Both are keyed by the token's SHA-256.
+Concurrent requests carrying one token share one introspection.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def scopes_of(claims: Mapping[str, Any]) -> frozenset[str]:
 
 
 def kind_of(claims: Mapping[str, Any], claim: str | None, default: str) -> TokenKind:
-    """The token kind from its claim; an unrecognised kind is refused (PDPP §8)."""
+    """The token kind from its claim; an unrecognised kind is refused."""
     value = claims.get(claim) if claim else None
     if value is None:
         return _KINDS[default]

@@ -8,7 +8,7 @@ removed from the upstream's answer afterwards (`after`) even if the upstream sen
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -85,6 +85,11 @@ class PolicyEngine:
                         and (names is None or n in names)}
         return any(getattr(rule, "collection", None) in with_vectors and rule.effect == "allow"
                    for rule in self.bundle.of_kind("vector_return"))
+
+    def permitted(self, ctx: RequestContext, asks: Sequence[Ask]) -> list[bool]:
+        """Whether the rules allow each ask (a surface's own, outside retrieval), each
+        decision noted."""
+        return [self._decide(ctx, ask) == "allow" for ask in asks]
 
     def before(self, ctx: RequestContext, query: Query) -> Query | Decision:
         for ask in query.asks:

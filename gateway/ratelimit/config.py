@@ -44,9 +44,9 @@ class Rule(Strict):
     key: KeyName = Field(
         "client",
         description="Whom to count: client (client id, else subject, else address), subject, "
-        "client_id, address, or platform (AIP: the declared platform id within an "
-        "authenticated caller's client key; self-declared, so pair it with a rule keyed on the "
-        "caller). Anonymous callers are always counted by address alone.",
+        "client_id, address, or platform (the platform id a request declares, where a surface "
+        "reads one, within an authenticated caller's client key; self-declared, so pair it with "
+        "a rule keyed on the caller). Anonymous callers are always counted by address alone.",
     )
     limit: Rate
     burst: Rate | None = Field(None, description="A second, short-window limit, e.g. 20/second.")
@@ -57,7 +57,9 @@ class Rule(Strict):
 
 
 class Headers(Strict):
-    legacy: bool = Field(True, description="RateLimit-Limit, -Remaining, -Reset (AIDRE).")
+    legacy: bool = Field(
+        True, description="RateLimit-Limit, -Remaining, -Reset (the draft's earlier fields)."
+    )
     ietf: bool = Field(True, description="RateLimit and RateLimit-Policy (IETF draft).")
 
 

@@ -22,4 +22,4 @@ def uncovered_warning(what: str, path: str, method: str) -> tuple[str, str]:
     """The config warning for an advertised endpoint no rule limits."""
     return ("rate_limits.rules",
             f"expected a rule counting {method} {path} ({what}): every advertised capability "
-            "must be rate-limited (AI Discovery §6.3, AIDRE §11.1)")
+            "must be rate-limited")

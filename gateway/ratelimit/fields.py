@@ -1,7 +1,8 @@
-"""RateLimit header fields: the AIDRE-style triple and the IETF draft's structured fields
+"""RateLimit header fields of the limit closest to exhaustion: the older
+RateLimit-Limit / -Remaining / -Reset triple, and the IETF draft's structured fields
 (draft-ietf-httpapi-ratelimit-headers-10: `RateLimit-Policy: "name";q=100;w=60` and
-`RateLimit: "name";r=42;t=17`), merged with any the upstream sent without ever looking more
-permissive than it."""
+`RateLimit: "name";r=42;t=17`). An upstream's stricter triple is kept instead of ours; its
+structured-field members stay, with ours appended."""
 
 from __future__ import annotations
 

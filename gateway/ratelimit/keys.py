@@ -1,5 +1,5 @@
-"""The config warning for a rate limit keyed on what a request declares (AIP's platform.id)
-rather than on who sends it: a caller that declares a fresh value gets a fresh quota, so such a
+"""The config warning for a rate limit keyed on what a request declares (a platform id) rather
+than on who sends it: a caller that declares a fresh value gets a fresh quota, so such a
 rule bounds nobody unless a rule keyed on the caller counts the same requests too."""
 
 from __future__ import annotations

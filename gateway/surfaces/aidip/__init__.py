@@ -52,7 +52,6 @@ class AidipPlugin(Surface):
             return None
         from gateway.surfaces.aidip.breaker import Breakers
         from gateway.surfaces.aidip.catalog import Catalog
-        from gateway.surfaces.aidip.egress import EgressClient
         from gateway.surfaces.aidip.handlers import AidipService
         from gateway.surfaces.aidip.render import render_error
         from gateway.surfaces.aidip.store import create_store
@@ -67,15 +66,13 @@ class AidipPlugin(Surface):
                                           lambda: Breakers(*breaker_key))
         settings = context.settings
         base = (settings.public_base_url or "").rstrip("/") + aidip.base_path + "/agents"
-        catalog = Catalog(aidip, store, base, _authentication(settings),
-                          context.bundle)
-        egress = EgressClient(aidip.egress)
-        service = AidipService(catalog, breakers, egress)
+        catalog = Catalog(aidip, store, base, _authentication(settings))
+        service = AidipService(catalog, breakers)
         routes = service.routes()
         public = frozenset(route.path for route in routes
                            if route.name in ("aidip.card", "aidip.schema"))
         return Mount(self.name, routes, public_paths=public, render_error=render_error,
-                     on_close=egress.aclose)
+                     egress=aidip.egress)
 
 
 def _authentication(settings: Settings) -> dict[str, Any]:

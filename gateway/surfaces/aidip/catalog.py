@@ -1,22 +1,28 @@
 """The agents a caller may know of: configured ones and registrations, with entitlements.
 
 An agent restricted to some clients is invisible to every other caller (404, never 403); its
-owner and holders of the admin scope always see it. The `endpoint` a client sees is the
-gateway's own invoke URL; the upstream's stays inside.
+owner and holders of the admin scope always see it. Whom else it is for is the `agent_access`
+rules' decision (a configured agent's `clients` are rules of that kind too), asked through
+the pipeline's policy stage (`Permitted`), which notes each decision in the decision log. A
+registration's own `allowed_clients` is no rule: it is checked before the rules are asked.
+The `endpoint` a client sees is the gateway's own invoke URL; the upstream's stays inside.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.model import Principal
-from gateway.policy.bundle import PolicyBundle
 from gateway.policy.rules import Ask
 from gateway.surfaces.aidip.config import Aidip, ConfiguredAgent
 from gateway.surfaces.aidip.owners import owner_of, record_owner
 from gateway.surfaces.aidip.store import AgentStore, Record
+
+# The policy stage for a request: whether the rules allow each ask (pipeline.permitted).
+Permitted = Callable[[Sequence[Ask]], list[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +60,8 @@ class Agent:
 
 class Catalog:
     def __init__(self, settings: Aidip, store: AgentStore, invoke_base: str,
-                 authentication: dict[str, Any], bundle: PolicyBundle | None = None) -> None:
+                 authentication: dict[str, Any]) -> None:
         self.settings = settings
-        self.bundle = bundle  # `agent_access` rules (policy_rules.py)
         self.store = store
         self.invoke_base = invoke_base  # e.g. https://gw.example/agents
         self.authentication = authentication
@@ -66,17 +71,21 @@ class Catalog:
     def is_admin(self, principal: Principal) -> bool:
         return self.settings.admin_scope in principal.scopes
 
-    def may_see(self, agent: Agent, principal: Principal) -> bool:
+    def entitled(self, agents: Sequence[Agent], principal: Principal,
+                 permitted: Permitted) -> list[Agent]:
+        """Those of `agents` the caller may see and invoke, in their order: the admin scope
+        and an agent's owner always may; for the others the `agent_access` rules are asked
+        (after a registration's own client list), and an agent's `clients` list holds even
+        where a rule allows more."""
         if self.is_admin(principal):
-            return True
-        if self.owns(agent, principal):
-            return True
-        if self.bundle is not None and self.bundle.decide(
-                Ask("agent_access", agent.id, principal)).effect == "deny":
-            return False
-        if agent.clients is None:
-            return True
-        return principal.client_id is not None and principal.client_id in agent.clients
+            return list(agents)
+        asked = [agent for agent in agents if not self.owns(agent, principal)
+                 and (agent.configured or _listed(agent, principal))]
+        allowed = permitted([Ask("agent_access", agent.id, principal) for agent in asked])
+        granted = {id(agent) for agent, allow in zip(asked, allowed, strict=True)
+                   if allow and _listed(agent, principal)}
+        return [agent for agent in agents
+                if self.owns(agent, principal) or id(agent) in granted]
 
     def owns(self, agent: Agent, principal: Principal) -> bool:
         return agent.owner is not None and agent.owner == owner_of(principal)
@@ -86,11 +95,11 @@ class Catalog:
             return False
         return self.is_admin(principal) or self.owns(agent, principal)
 
-    async def visible(self, principal: Principal) -> list[Agent]:
+    async def visible(self, principal: Principal, permitted: Permitted) -> list[Agent]:
         registered = [from_record(record) for record in await self.store.all()]
         agents = [*self.configured.values(),
                   *(a for a in registered if a.id not in self.configured)]
-        return sorted((a for a in agents if self.may_see(a, principal)), key=lambda a: a.id)
+        return sorted(self.entitled(agents, principal, permitted), key=lambda a: a.id)
 
     async def lookup(self, agent_id: str) -> Agent | None:
         if agent_id in self.configured:
@@ -98,9 +107,10 @@ class Catalog:
         stored = await self.store.get(agent_id)
         return None if stored is None else from_record(stored.record, stored.stamp)
 
-    async def find(self, agent_id: str, principal: Principal) -> Agent:
+    async def find(self, agent_id: str, principal: Principal, permitted: Permitted) -> Agent:
+        """The agent, when this caller may see it; else 404, whether or not it exists."""
         agent = await self.lookup(agent_id)
-        if agent is None or not self.may_see(agent, principal):
+        if agent is None or not self.entitled([agent], principal, permitted):
             raise GatewayError(404, "not_found", "No agent with this id.")
         return agent
 
@@ -126,6 +136,12 @@ class Catalog:
     def invoke_url(self, agent_id: str, operation: str | None = None) -> str:
         url = f"{self.invoke_base}/{agent_id}/invoke"
         return f"{url}/{operation}" if operation else url
+
+
+def _listed(agent: Agent, principal: Principal) -> bool:
+    """Whether the agent's own client list (if it has one) names the caller's client."""
+    return agent.clients is None or (principal.client_id is not None
+                                     and principal.client_id in agent.clients)
 
 
 def from_record(record: Record, stamp: bytes | None = None) -> Agent:

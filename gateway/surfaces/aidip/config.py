@@ -1,24 +1,18 @@
-"""Config models of the `aidip` section: configured agents, the registry store, egress rules."""
+"""Config models of the `aidip` section: configured agents, the registry store, and the egress
+rules registered agents are called under (gateway.upstream.egress.config)."""
 
 from __future__ import annotations
 
-from ipaddress import ip_network
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
 from gateway.strict import Strict
+from gateway.upstream.egress.config import Egress
 
 AgentId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")]
 OperationName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
 Seconds = Annotated[float, Field(gt=0, le=600)]
-
-
-def _network(value: str) -> str:
-    try:
-        return str(ip_network(value, strict=False))
-    except ValueError:
-        raise ValueError("expected an IP address or CIDR range") from None
 
 
 def _redis_url(value: str) -> str:
@@ -59,32 +53,6 @@ class ConfiguredAgent(Strict):
     )
     timeout: Seconds = Field(30, description="Longest wait for one upstream answer.")
     operations: list[ConfiguredOperation] = Field(min_length=1)
-
-
-class Origin(Strict):
-    """An origin registered agents may be called at."""
-
-    scheme: Literal["https", "http"] = "https"
-    host: Annotated[str, Field(min_length=1, max_length=253)] = Field(
-        description="Exact host name or IP literal; `*.example.com` matches its subdomains."
-    )
-    ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(
-        [], description="Allowed ports; none means the scheme's default port only."
-    )
-
-
-class Egress(Strict):
-    """Where registered agents may be called: nowhere unless an origin allows it."""
-
-    origins: list[Origin] = []
-    allow_networks: list[Annotated[str, AfterValidator(_network)]] = Field(
-        [], description="Loopback, private, link-local or other special ranges allowed anyway."
-    )
-    hosts: dict[str, list[str]] = Field(
-        {}, description="Static name -> addresses answers used instead of DNS (like /etc/hosts)."
-    )
-    timeout: Seconds = 30
-    max_response_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
 
 
 class Registry(Strict):

@@ -7,6 +7,7 @@ runs; failures raised here are answered by the app in AIDIP's dialect (render.py
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -15,11 +16,11 @@ from starlette.responses import Response
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.model import Principal
+from gateway.pipeline import Calls
 from gateway.surface import SurfaceRoute
 from gateway.surfaces.aidip import a2a, metadata
 from gateway.surfaces.aidip.breaker import Breakers
-from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, from_record
-from gateway.surfaces.aidip.egress import EgressClient
+from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, Permitted, from_record
 from gateway.surfaces.aidip.invoke import Invoker, check_inputs
 from gateway.surfaces.aidip.owners import RECORD_FORMAT, owner_of
 from gateway.surfaces.aidip.render import fields_message, invalid_input, json_response
@@ -32,7 +33,8 @@ from gateway.surfaces.aidip.request import (
 )
 from gateway.surfaces.aidip.search import Filters, ranked
 from gateway.surfaces.aidip.store import Created
-from gateway.surfaces.aidip.urls import url_fields, url_problem
+from gateway.surfaces.aidip.urls import url_fields
+from gateway.upstream.egress.urls import url_problem
 
 _RESERVED_IDS = frozenset({"search"})
 _SEARCH_FIELDS = frozenset({"query", "filters", "top"})
@@ -42,11 +44,10 @@ _WRITE_ATTEMPTS = 3  # compare-and-set retries when a concurrent write changed t
 class AidipService:
     """One config generation's registry, bound into its routes."""
 
-    def __init__(self, catalog: Catalog, breakers: Breakers, egress: EgressClient) -> None:
+    def __init__(self, catalog: Catalog, breakers: Breakers) -> None:
         self.catalog = catalog
         self.settings = catalog.settings
         self.breakers = breakers
-        self.egress = egress
 
     def routes(self) -> list[SurfaceRoute]:
         base = f"{self.settings.base_path}/agents"
@@ -77,13 +78,13 @@ class AidipService:
                                                              "max-age=3600"})
 
     async def list_agents(self, exchange: Exchange) -> Response:
-        ctx, request = exchange.ctx, exchange.request
+        request = exchange.request
         top = top_from(request.query_params.get("top"), self.settings)
-        agents = await self._matching(ctx.principal, filters_from_query(request))
+        agents = await self._matching(exchange, filters_from_query(request))
         return json_response([self.catalog.summary(agent) for agent in agents[:top]])
 
     async def search(self, exchange: Exchange) -> Response:
-        ctx, request = exchange.ctx, exchange.request
+        request = exchange.request
         body = await json_body(request, 64 * 1024)
         if not isinstance(body, dict):
             raise invalid_input("The search body must be a JSON object.")
@@ -93,7 +94,7 @@ class AidipService:
                                 [{"field": name, "problem": "unknown field"} for name in unknown])
         top = top_from(body.get("top"), self.settings)
         query = query_from(body.get("query"))
-        agents = await self._matching(ctx.principal, filters_from(body.get("filters")))
+        agents = await self._matching(exchange, filters_from(body.get("filters")))
         if query is None:
             return json_response([self.catalog.summary(agent) for agent in agents[:top]])
         return json_response([{**self.catalog.summary(agent), "score": score}
@@ -101,18 +102,17 @@ class AidipService:
 
     async def read(self, exchange: Exchange) -> Response:
         ctx, request = exchange.ctx, exchange.request
-        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        agent = await self._find(exchange, request.path_params["id"])
         return json_response(self.catalog.public(agent, ctx.principal))
 
     async def gateway_card(self, exchange: Exchange) -> Response:
         ctx = exchange.ctx
-        agents = await self.catalog.visible(ctx.principal)
+        agents = await self.catalog.visible(ctx.principal, _permitted(exchange))
         return json_response(a2a.gateway_card(agents, self.catalog, exchange.generation.settings),
                              headers={"cache-control": "private, max-age=60"})
 
     async def agent_card(self, exchange: Exchange) -> Response:
-        ctx, request = exchange.ctx, exchange.request
-        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        agent = await self._find(exchange, exchange.request.path_params["id"])
         return json_response(a2a.agent_card(agent, self.catalog, exchange.generation.settings))
 
     # ------------------------------------------------------------------ registration
@@ -122,7 +122,7 @@ class AidipService:
         owner = self._registrant(ctx.principal)
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         agent_id = body.get("id") if isinstance(body, dict) else None
-        record = await self._record(body, agent_id or str(uuid.uuid4()), owner)
+        record = await self._record(exchange, body, agent_id or str(uuid.uuid4()), owner)
         agent_id = record["metadata"]["id"]
         for _ in range(_WRITE_ATTEMPTS):
             existing = await self.catalog.lookup(agent_id)
@@ -143,32 +143,32 @@ class AidipService:
     async def update(self, exchange: Exchange) -> Response:
         ctx, request = exchange.ctx, exchange.request
         self._registrant(ctx.principal)
-        agent = await self._changeable(request.path_params["id"], ctx.principal)
+        agent = await self._changeable(exchange, request.path_params["id"])
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         if isinstance(body, dict) and body.get("id", agent.id) != agent.id:
             raise invalid_input("Field 'id' differs from the agent in the path.",
                                 [{"field": "id", "problem": "differs from the path"}])
-        record = await self._record(body, agent.id, "")
+        record = await self._record(exchange, body, agent.id, "")
         for _ in range(_WRITE_ATTEMPTS):
             if written := await self._replace(agent, record):
                 return self._written(written, ctx.principal, 200)
-            agent = await self._changeable(agent.id, ctx.principal)
+            agent = await self._changeable(exchange, agent.id)
         raise _changed_meanwhile()
 
     async def delete(self, exchange: Exchange) -> Response:
-        ctx, request = exchange.ctx, exchange.request
-        agent = await self._changeable(request.path_params["id"], ctx.principal)
+        request = exchange.request
+        agent = await self._changeable(exchange, request.path_params["id"])
         for _ in range(_WRITE_ATTEMPTS):
             if await self.catalog.store.delete(agent.id, agent.stamp or b""):
                 self.breakers.forget(agent.id)
                 return Response(status_code=204)
-            agent = await self._changeable(agent.id, ctx.principal)
+            agent = await self._changeable(exchange, agent.id)
         raise _changed_meanwhile()
 
-    async def _changeable(self, agent_id: str, principal: Principal) -> Agent:
+    async def _changeable(self, exchange: Exchange, agent_id: str) -> Agent:
         """The agent as stored now, when this caller may change it (404, else 403)."""
-        agent = await self.catalog.find(agent_id, principal)
-        if not self.catalog.may_change(agent, principal):
+        agent = await self._find(exchange, agent_id)
+        if not self.catalog.may_change(agent, exchange.principal):
             raise GatewayError(403, "forbidden", "You may not change this agent.")
         return agent
 
@@ -190,11 +190,12 @@ class AidipService:
                                "scope.", {"scope": self.settings.register_scope})
         return owner
 
-    async def _record(self, body: Any, agent_id: str, owner: str) -> dict[str, Any]:
+    async def _record(self, exchange: Exchange, body: Any, agent_id: str,
+                      owner: str) -> dict[str, Any]:
         """The record to store, or `InvalidInput` naming every invalid field."""
         found = await metadata.problems(body)
         if isinstance(body, dict):
-            found += self._url_problems(body)
+            found += _url_problems(body, exchange.pipeline.calls(exchange))
             if agent_id in _RESERVED_IDS:
                 found.append({"field": "id", "problem": "reserved"})
         if found:
@@ -211,17 +212,6 @@ class AidipService:
         return {"metadata": stored, "owner": owner, "format": RECORD_FORMAT,
                 "endpoints": endpoints}
 
-    def _url_problems(self, body: dict[str, Any]) -> list[dict[str, str]]:
-        """Every URL the metadata holds passes one strict rule; endpoints the egress rules too."""
-        found = []
-        for field, url in url_fields(metadata.AGENT_SCHEMA, body):
-            problem = url_problem(url)
-            if problem is None and field.rsplit(".", 1)[-1] == "endpoint":
-                problem = self.egress.policy.url_problem(url)
-            if problem is not None:
-                found.append({"field": field, "problem": problem})
-        return found
-
     def _written(self, record: dict[str, Any], principal: Principal, status: int) -> Response:
         agent = from_record(record)
         headers = {"location": self.catalog.invoke_url(agent.id).rsplit("/invoke", 1)[0]}
@@ -231,19 +221,40 @@ class AidipService:
 
     async def invoke(self, exchange: Exchange) -> Response:
         ctx, request = exchange.ctx, exchange.request
-        agent = await self.catalog.find(request.path_params["id"], ctx.principal)
+        agent = await self._find(exchange, request.path_params["id"])
         operation = _operation(agent, request.path_params.get("operation"))
         generation = exchange.generation
         body = await json_body(request, generation.settings.proxy.max_body_bytes)
         items = await check_inputs(operation, body, self.settings.max_batch)
-        invoker = Invoker(generation, self.egress)
+        invoker = Invoker(exchange.pipeline.calls(exchange))
         outputs = await invoker.run(agent, operation, items, ctx,
                                     self.breakers.for_agent(agent.id),
                                     _credentials(request, generation.settings))
         return json_response(outputs if isinstance(body, list) else outputs[0])
 
-    async def _matching(self, principal: Principal, filters: Filters) -> list[Agent]:
-        return [agent for agent in await self.catalog.visible(principal) if filters.match(agent)]
+    async def _find(self, exchange: Exchange, agent_id: str) -> Agent:
+        return await self.catalog.find(agent_id, exchange.principal, _permitted(exchange))
+
+    async def _matching(self, exchange: Exchange, filters: Filters) -> list[Agent]:
+        visible = await self.catalog.visible(exchange.principal, _permitted(exchange))
+        return [agent for agent in visible if filters.match(agent)]
+
+
+def _url_problems(body: dict[str, Any], calls: Calls) -> list[dict[str, str]]:
+    """Every URL the metadata holds passes one strict rule; endpoints the egress rules too."""
+    found = []
+    for field, url in url_fields(metadata.AGENT_SCHEMA, body):
+        problem = url_problem(url)
+        if problem is None and field.rsplit(".", 1)[-1] == "endpoint":
+            problem = calls.registered_url_problem(url)
+        if problem is not None:
+            found.append({"field": field, "problem": problem})
+    return found
+
+
+def _permitted(exchange: Exchange) -> Permitted:
+    """The pipeline's policy stage for this request's `agent_access` asks."""
+    return partial(exchange.pipeline.permitted, exchange)
 
 
 def _changed_meanwhile() -> GatewayError:

@@ -1,10 +1,11 @@
 """Invoking an agent through the gateway (AIDIP §5).
 
 Inputs are checked against the operation's `inputs` schema before any upstream call, outputs
-against `outputs` after it. Configured agents are called through the pipeline's upstream calls
-(the configured upstream, with its `add_headers` credentials and the caller's identity, as
-every upstream call); registered agents only through the egress client, with nothing but the
-body and a request id. Every upstream failure becomes one of the error objects of §5.2 with a
+against `outputs` after it. Both kinds of agent are called through what the pipeline hands
+this request (`pipeline.Calls`): configured agents as a configured upstream (with its
+`add_headers` credentials and the caller's identity, as every upstream call); registered
+agents only through the locked-down egress client (gateway.upstream.egress), with nothing but
+the body and a request id. Every upstream failure becomes one of the error objects of §5.2 with a
 generic message. A POST is retried once only when the operation
 is declared idempotent.
 
@@ -30,14 +31,15 @@ import orjson
 from gateway.asgi import RawHeaders
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
+from gateway.pipeline import Calls
 from gateway.surfaces.aidip.breaker import Breaker
 from gateway.surfaces.aidip.catalog import Agent, Operation
-from gateway.surfaces.aidip.egress import Answer, EgressClient, EgressFailed, EgressRefused
 from gateway.surfaces.aidip.metadata import schema_problems
 from gateway.surfaces.aidip.render import fields_message, invalid_input
 from gateway.untrusted_schema import SchemaRefused, Unverifiable
 from gateway.upstream import UpstreamError
-from gateway.upstream_call import AnswerTooLarge, UpstreamCalls
+from gateway.upstream.egress.client import Answer, EgressFailed, EgressRefused
+from gateway.upstream_call import AnswerTooLarge
 
 log = logging.getLogger("aigw.aidip")
 _RETRIABLE_STATUSES = (502, 503, 504)
@@ -127,9 +129,8 @@ async def check_inputs(operation: Operation, body: Any, max_batch: int) -> list[
 
 
 class Invoker:
-    def __init__(self, generation: Any, egress: EgressClient) -> None:
-        self.generation = generation
-        self.egress = egress
+    def __init__(self, calls: Calls) -> None:
+        self.calls = calls  # the upstream calls the pipeline allows this request
 
     async def run(self, agent: Agent, operation: Operation, items: list[Any],
                   ctx: RequestContext, breaker: Breaker,
@@ -190,7 +191,7 @@ class Invoker:
         headers = {"content-type": "application/json", "accept": "application/json",
                    "x-request-id": ctx.request_id, "via": "1.1 aigw"}
         try:
-            return await self.egress.post(url, body, headers)
+            return await self.calls.post_registered(url, body, headers)
         except EgressRefused:
             raise AgentFailure("refused") from None
         except EgressFailed as exc:
@@ -199,13 +200,12 @@ class Invoker:
     async def _configured(self, agent: Agent, operation: Operation, body: bytes,
                           ctx: RequestContext, credentials: RawHeaders) -> Answer:
         assert operation.upstream is not None  # a configured agent's operation names it
-        upstream: UpstreamCalls = self.generation.pipeline.upstream
         forwarded = credentials if operation.forward_token else []
         try:
             async with asyncio.timeout(agent.timeout):
-                sent = await upstream.send(operation.upstream, operation.method, operation.path,
-                                           body, ctx, headers=forwarded,
-                                           max_bytes=_MAX_CONFIGURED_ANSWER)
+                sent = await self.calls.send(operation.upstream, operation.method,
+                                             operation.path, body, headers=forwarded,
+                                             max_bytes=_MAX_CONFIGURED_ANSWER)
         except TimeoutError:
             raise AgentFailure("timeout") from None
         except AnswerTooLarge:

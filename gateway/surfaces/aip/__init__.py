@@ -9,6 +9,7 @@ from gateway.policy.kinds import RuleKind
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
 from gateway.surfaces.aip.config import Aip
+from gateway.surfaces.aip.policy_section import AipRules
 
 
 class AipPlugin(Surface):
@@ -16,6 +17,9 @@ class AipPlugin(Surface):
     config_key = "aip"
     config_model = Aip
     config_description = "AIP 0.1: aip.json, the retrieve and event endpoints, signing."
+    policy_key = "aip"
+    policy_model = AipRules
+    policy_description = "AIP retrieve: denials and limits."
 
     def capabilities(self, settings: Settings) -> list[Capability]:
         aip = self.section(settings)

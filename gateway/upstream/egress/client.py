@@ -1,11 +1,11 @@
-"""The locked-down client registered agents are called through (SSRF defence).
+"""The locked-down client for calls to URLs a client registered.
 
-A registered endpoint is a URL a stranger chose. It is called only when its scheme, host and
-port are on the configured allow-list, and only at addresses that are public (or inside a range
-the config allows). Addresses are checked after resolution and again by the resolver the
-connection itself uses, so an answer that changes between the two (DNS rebinding) is refused
-too. Redirects are never followed, proxies from the environment are ignored, and nothing of
-the configured upstreams (their credentials) is ever sent.
+A URL is called only when its scheme, host and port are on the configured allow-list
+(`config.Egress`), and only at addresses that are public (or inside a range the config allows).
+Addresses are checked after resolution and again by the resolver the connection itself uses,
+so an answer that changes between the two (DNS rebinding) is refused too. Redirects are never
+followed, proxies from the environment are ignored, and nothing of the configured upstreams
+(their credentials) is ever sent.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from gateway.surfaces.aidip.addresses import effective, is_public
-from gateway.surfaces.aidip.config import Egress, Origin
-from gateway.surfaces.aidip.urls import DEFAULT_PORTS, CheckedUrl, UrlProblem, checked_url
+from gateway.upstream.egress.addresses import effective, is_public
+from gateway.upstream.egress.config import Egress, Origin
+from gateway.upstream.egress.urls import DEFAULT_PORTS, CheckedUrl, UrlProblem, checked_url
 
 
 class EgressRefused(Exception):
@@ -74,9 +74,9 @@ class EgressPolicy:
         except UrlProblem as problem:
             return str(problem)
         if not any(_origin_matches(origin, checked) for origin in self.origins):
-            return "this origin is not allowed for registered agents"
+            return "this origin is not allowed for registered URLs"
         if checked.literal is not None and not self.address_allowed(checked.literal):
-            return "this address is not allowed for registered agents"
+            return "this address is not allowed for registered URLs"
         return None
 
     def address_allowed(self, address: IPv4Address | IPv6Address) -> bool:

@@ -1,4 +1,4 @@
-"""Which IP addresses a registered agent may be reached at.
+"""Which IP addresses a call to a URL a client registered may reach.
 
 `is_global` alone is not enough: on the Python versions we run it calls the IPv6 forms that
 *carry* an IPv4 address (NAT64, 6to4, IPv4-compatible, SIIT, Teredo) global whatever that
