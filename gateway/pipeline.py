@@ -2,19 +2,22 @@
 
     admit:    [read body, verify its signature] -> authenticate -> [rate-limit key] -> limit
     retrieve: parse -> policy (pre) -> upstream -> map -> policy (post) -> render
+    listing:  the surface's resources -> policy (read, each) -> render
+    serve:    the surface parses, asks `permitted` and reads through `Stages`, renders
 
 Routing and the error answers happen in `dispatch.py`; `admit` runs before a surface endpoint
 as its route declares (`surface.Admission`), and the endpoint hands its request to `retrieve`
-(or `listing`). Authentication, rate limiting, the policy engine and upstream calls are called
-from here only: a surface contributes parsing and validation, the upstream plan, the envelope
-and the error dialect, and reaches the upstream through the `Stages` it is handed. An endpoint
-outside retrieval asks the policy stage through `permitted` and calls upstreams (or URLs its
-clients registered) through the `Calls` it gets from `calls`.
+(or `listing`, or `serve` when its answer is not a page of hits). Authentication, rate
+limiting, the policy engine and upstream calls are called from here only: a surface contributes
+parsing and validation, the upstream plan, the envelope and the error dialect, and reaches the
+upstream through the `Stages` it is handed. An endpoint outside retrieval asks the policy stage
+through `permitted` and calls upstreams (or URLs its clients registered) through the `Calls` it
+gets from `calls`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
     from gateway.upstream.egress.client import Answer, EgressClient
 
 K = TypeVar("K", bound=Placeholders)
+# What a denied ask takes out of an answer (fields, result parts), as the decision log names it.
+Removes = Callable[["Ask"], tuple[str, ...]]
 
 
 class Authenticator(Protocol):
@@ -84,8 +89,10 @@ class Policy(Protocol):
     def vectors_possible(self, names: Iterable[str] | None = None) -> bool:
         """Whether any caller could ever get stored vectors back from these resources."""
 
-    def permitted(self, ctx: RequestContext, asks: Sequence[Ask]) -> list[bool]:
-        """Whether the rules allow each ask, each decision noted for the decision log."""
+    def permitted(self, ctx: RequestContext, asks: Sequence[Ask],
+                  removes: Removes | None = None) -> list[bool]:
+        """Whether the rules allow each ask, each decision noted for the decision log (with
+        `removes(ask)`, what a denied ask takes out of the answer)."""
 
 
 class AnonymousAuthenticator:
@@ -116,7 +123,8 @@ class OpenPolicy:
     def vectors_possible(self, names: Iterable[str] | None = None) -> bool:
         return False
 
-    def permitted(self, ctx: RequestContext, asks: Sequence[Ask]) -> list[bool]:
+    def permitted(self, ctx: RequestContext, asks: Sequence[Ask],
+                  removes: Removes | None = None) -> list[bool]:
         return [True for _ in asks]
 
 
@@ -222,6 +230,27 @@ class ListingSurface(Protocol):
         """The resources the listing is about, by name, in the order it shows them."""
 
     def render_listing(self, listing: Listing, exchange: Exchange) -> Response: ...
+
+
+@runtime_checkable
+class AskingListing(ListingSurface, Protocol):
+    """A listing of resources that a surface's own rule kind decides on (not the core's
+    `collection_read`): the surface says what to ask about each."""
+
+    def read_ask(self, name: str, principal: Principal) -> Ask:
+        """The decision whether `principal` may read the named resource."""
+
+
+class ServedSurface(Protocol):
+    """A surface whose answer is not a page of hits (records it keeps between requests, say):
+    it parses and renders itself, takes its own decisions through `Pipeline.permitted` and
+    reads the upstream only through the `Stages` it is handed."""
+
+    name: str
+
+    async def respond(self, exchange: Exchange, stages: Stages) -> Response:
+        """Parse (raise `GatewayError` for bad input), decide, read (`stages.items`,
+        `stages.hits`), render."""
 
 
 @runtime_checkable
@@ -368,25 +397,40 @@ class Pipeline:
         exchange.ctx.surface = surface.name
         names = surface.listed()
         with tracing.span("aigw.policy", {"aigw.policy.stage": "listing"}):
-            listing = Listing(self.policy.readable(exchange.ctx, names),
-                              self.policy.vectors_possible(names))
+            if isinstance(surface, AskingListing):
+                principal = exchange.principal
+                asked = self.policy.permitted(
+                    exchange.ctx, [surface.read_ask(name, principal) for name in names])
+                readable = [name for name, allowed in zip(names, asked, strict=True) if allowed]
+            else:
+                readable = self.policy.readable(exchange.ctx, names)
+            listing = Listing(readable, self.policy.vectors_possible(names))
         with tracing.span("aigw.render"):
             return surface.render_listing(listing, exchange)
 
-    def permitted(self, exchange: Exchange, asks: Sequence[Ask]) -> list[bool]:
+    def permitted(self, exchange: Exchange, asks: Sequence[Ask],
+                  removes: Removes | None = None) -> list[bool]:
         """The policy stage for a surface's own asks outside retrieval (who may see or use one
-        of its resources): whether the rules allow each, every decision noted in the
-        decision log under the owning surface."""
+        of its resources, which of its fields a caller is shown): whether the rules allow
+        each, every decision noted in the decision log under the owning surface, a denied
+        ask with `removes(ask)`, what it takes out of the answer."""
         if not asks:
             return []
         with tracing.span("aigw.policy", {"aigw.policy.stage": "asks"}):
-            allowed = self.policy.permitted(exchange.ctx, asks)
+            allowed = self.policy.permitted(exchange.ctx, asks, removes)
             tracing.annotate({"aigw.policy.denied": allowed.count(False)})
         return allowed
 
     def calls(self, exchange: Exchange) -> Calls:
         """The upstream calls the endpoint of the surface owning this request may make."""
         return Calls(self.upstream, self.egress.get(exchange.ctx.surface), exchange.ctx)
+
+    async def serve(self, surface: ServedSurface, exchange: Exchange) -> Response:
+        """Run an admitted request that `retrieve` does not fit: the surface is handed this
+        request's `Stages`, through which it reads the upstream (mapped operations)."""
+        ctx = exchange.ctx
+        ctx.surface = surface.name
+        return await surface.respond(exchange, Stages(self, ctx, Query()))
 
     async def aclose(self) -> None:
         await self.authenticator.aclose()

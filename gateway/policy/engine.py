@@ -8,7 +8,7 @@ removed from the upstream's answer afterwards (`after`) even if the upstream sen
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -86,10 +86,18 @@ class PolicyEngine:
         return any(getattr(rule, "collection", None) in with_vectors and rule.effect == "allow"
                    for rule in self.bundle.of_kind("vector_return"))
 
-    def permitted(self, ctx: RequestContext, asks: Sequence[Ask]) -> list[bool]:
+    def permitted(self, ctx: RequestContext, asks: Sequence[Ask],
+                  removes: Callable[[Ask], tuple[str, ...]] | None = None) -> list[bool]:
         """Whether the rules allow each ask (a surface's own, outside retrieval), each
-        decision noted."""
-        return [self._decide(ctx, ask) == "allow" for ask in asks]
+        decision noted; a denied one with `removes(ask)`, what it takes out of the answer."""
+        found = []
+        for ask in asks:
+            outcome = self.bundle.decide(ask)
+            allowed = outcome.effect == "allow"
+            taken = removes(ask) if removes is not None and not allowed else ()
+            note(ctx, ctx.surface, ask, outcome, self.bundle.shadow(ask), taken)
+            found.append(allowed)
+        return found
 
     def before(self, ctx: RequestContext, query: Query) -> Query | Decision:
         for ask in query.asks:
