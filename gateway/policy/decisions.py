@@ -3,6 +3,7 @@ decision-log line (gateway.policy.decisionlog) once the request is over."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import time
@@ -33,14 +34,21 @@ class Noted:
 def note(ctx: RequestContext | None, surface: str, ask: Ask, outcome: Outcome,
          shadow: Outcome | None = None, removed: tuple[str, ...] = ()) -> None:
     """Count a decision and, with a request, note it for the decision log."""
-    POLICY_DECISIONS.labels(_label(outcome, ask), outcome.effect, "enforce").inc()
+    _counter(_label(outcome, ask), outcome.effect, "enforce").inc()
     if shadow is not None and shadow.mode == "shadow":
-        POLICY_DECISIONS.labels(_label(shadow, ask), shadow.effect, "shadow").inc()
+        _counter(_label(shadow, ask), shadow.effect, "shadow").inc()
     if ctx is None:
         return
     if ctx.decision_id is None:
         ctx.decision_id = os.urandom(16).hex()
     ctx.decisions.append(Noted(surface, ask, outcome, shadow, removed))
+
+
+@functools.lru_cache(maxsize=4096)
+def _counter(rule: str, effect: str, mode: str) -> Any:
+    """The counter of one (rule, effect, mode): a request may take dozens of decisions, and
+    finding a labelled child costs more than counting in it."""
+    return POLICY_DECISIONS.labels(rule, effect, mode)
 
 
 def _label(outcome: Outcome, ask: Ask) -> str:

@@ -111,9 +111,14 @@ class Outcome:
     consulted: tuple[Consulted, ...] = ()
 
 
+_DEFAULT_WHY = "no rule selects it: the default"
+
+
 def evaluate(rules: Sequence[Rule], ask: Ask, default: Effect, *,
              most_specific: bool = False) -> Outcome:
     """The decision of `rules` (already filtered to one mode) on `ask`."""
+    if not rules:  # the common case of a kind no policy file uses, once per field or record
+        return Outcome(default, None, "enforce", _DEFAULT_WHY)
     selecting = [rule for rule in rules if rule.kind == ask.kind and rule.selects(ask)]
     if most_specific:
         selecting = sorted(selecting, key=lambda rule: -rule.specificity())[:1]
@@ -131,7 +136,7 @@ def evaluate(rules: Sequence[Rule], ask: Ask, default: Effect, *,
         if rule.effect == "allow":
             return Outcome("deny", rule.id, rule.mode,
                            f"allow-listed, and the caller {seen.why}", consulted)
-    return Outcome(default, None, "enforce", "no rule selects it: the default", consulted)
+    return Outcome(default, None, "enforce", _DEFAULT_WHY, consulted)
 
 
 def _consult(rule: Rule, principal: Principal) -> Consulted:
