@@ -1,16 +1,21 @@
 """PDPP resource server (spec-core §8, lexical and semantic retrieval) over the legacy API:
-streams and records mapped by config, grants enforced in one place, search."""
+streams and records mapped by config, grants enforced in one place (projection.py) with the
+policy's decisions on each stream and field (policy_rules.py), search."""
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.capability import Capability
 from gateway.mapping import MappingError
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
 from gateway.surfaces.pdpp.config import Pdpp
+
+if TYPE_CHECKING:
+    from gateway.policy.config import PolicyPack
+    from gateway.policy.kinds import RuleKind
 
 
 class PdppPlugin(Surface):
@@ -64,6 +69,16 @@ class PdppPlugin(Surface):
                     found.append((f"pdpp.streams.{name}.search.{kind}", f"{field!r} is not a "
                                   "top-level string field of the stream; it is not declared"))
         return found
+
+    def policy_rules(self) -> list[RuleKind]:
+        from gateway.surfaces.pdpp.policy_rules import PDPP_KINDS
+
+        return PDPP_KINDS
+
+    def policy_problems(self, settings: Settings, pack: PolicyPack) -> list[Problem]:
+        from gateway.surfaces.pdpp.policy_rules import rule_problems
+
+        return rule_problems(self.section(settings), list(pack.rules))
 
     def mount(self, context: MountContext) -> Mount | None:
         pdpp = self._enabled(context.settings)

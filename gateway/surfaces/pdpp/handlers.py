@@ -1,12 +1,16 @@
 """The PDPP resource-server endpoints: streams, records and search, each admitted by the
-shared pipeline (authentication, rate limits) before it runs; failures are raised and
-answered in PDPP's dialect by `PdppService.render_error`."""
+shared pipeline (authentication, rate limits) before it runs, then served by it: the stream
+list as a pipeline listing, every other endpoint by `Pipeline.serve`, its grant decisions
+(policy_rules.py) taken by `Pipeline.permitted` and its upstream reads made through the
+`Stages` it is handed. Failures are raised and answered in PDPP's dialect by
+`PdppService.render_error`."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -17,40 +21,99 @@ from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.model import Principal, TokenKind
+from gateway.pipeline import Listing, Stages
+from gateway.policy.rules import Ask
 from gateway.surface import SurfaceRoute
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor
 from gateway.surfaces.pdpp import filters, render, request, search
 from gateway.surfaces.pdpp.config import Pdpp
 from gateway.surfaces.pdpp.metadata import lexical_served, semantic_served
+from gateway.surfaces.pdpp.policy_rules import readable
 from gateway.surfaces.pdpp.projection import (
     Access,
-    caller_access,
+    Grantee,
+    check_grant,
     is_owner,
+    listing_order,
     narrowed,
-    stream_access,
+    readable_stream_ask,
+    stream_coverage,
 )
 from gateway.surfaces.pdpp.records import page_after, position_of, sort_records
 from gateway.surfaces.pdpp.store import Entry, Store
-from gateway.surfaces.pdpp.streams import CompiledStream, FieldSearch, ReadItems, read_all, read_one
+from gateway.surfaces.pdpp.streams import CompiledStream, FieldSearch, read_all, read_one
 
-Handler = Callable[..., Awaitable[Response]]
+Handler = Callable[["PdppService", "Call"], Awaitable[Response]]
 
 
-def _pdpp(handler: Handler) -> Callable[[Any, Exchange], Awaitable[Response]]:
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One admitted PDPP request: its exchange, the negotiated version, and the pipeline's
+    stages through which it reads the upstream."""
+
+    exchange: Exchange
+    version: str
+    stages: Stages
+
+    @property
+    def http(self) -> Request:
+        return self.exchange.request
+
+    @property
+    def ctx(self) -> RequestContext:
+        return self.exchange.ctx
+
+    @property
+    def principal(self) -> Principal:
+        return self.exchange.principal
+
+
+class _Served:
+    """One endpoint as the pipeline serves it (pipeline.ServedSurface)."""
+
+    name = "pdpp"
+
+    def __init__(self, service: PdppService, handler: Handler, version: str) -> None:
+        self.service, self.handler, self.version = service, handler, version
+
+    async def respond(self, exchange: Exchange, stages: Stages) -> Response:
+        call = Call(exchange, self.version, stages)
+        return await self.handler(self.service, call)
+
+
+def _pdpp(handler: Handler) -> Callable[[PdppService, Exchange], Awaitable[Response]]:
     """Version negotiation and the token kinds PDPP serves, once the pipeline has admitted the
-    caller; failures raise and are answered by `PdppService.render_error`."""
+    caller; then the pipeline serves the request. Failures raise and are answered by
+    `PdppService.render_error`."""
 
     @functools.wraps(handler)
     async def endpoint(self: PdppService, exchange: Exchange) -> Response:
-        ctx, http = exchange.ctx, exchange.request
-        ctx.surface = "pdpp"
-        version = self.version(http)
-        if ctx.principal.kind not in (TokenKind.OWNER, TokenKind.CLIENT):
-            raise GatewayError(401, "missing_credentials", "A bearer token is required.",
-                               headers=(("www-authenticate", 'Bearer realm="aigw"'),))
-        return await handler(self, http, ctx, exchange.generation, version)
+        version = self.admitted(exchange)
+        return await exchange.pipeline.serve(_Served(self, handler, version), exchange)
 
     return endpoint
+
+
+class StreamList:
+    """`GET /v1/streams`: the streams this caller may read (pipeline.AskingListing)."""
+
+    name = "pdpp"
+
+    def __init__(self, streams: dict[str, CompiledStream], principal: Principal,
+                 version: str) -> None:
+        self.streams, self.principal, self.version = streams, principal, version
+
+    def listed(self) -> list[str]:
+        return listing_order(self.principal, self.streams)
+
+    def read_ask(self, name: str, principal: Principal) -> Ask:
+        return readable_stream_ask(principal, name)
+
+    def render_listing(self, listing: Listing, exchange: Exchange) -> Response:
+        data = [{"object": "stream", "name": name} for name in listing.readable
+                if readable(stream_coverage(self.principal, name))]  # the grant bounds it
+        return render.json_response({"object": "list", "data": data}, exchange.request_id,
+                                    self.version)
 
 
 class PdppService:
@@ -99,38 +162,46 @@ class PdppService:
             raise GatewayError(400, "unsupported_version", "Unsupported PDPP-Version.")
         return sent.strip()
 
-    @_pdpp
-    async def list_streams(self, http: Request, ctx: RequestContext, generation: Any,
-                           version: str) -> Response:
-        request.parse(http.query_params.multi_items(), frozenset(), owner=_owner(ctx))
-        data = [{"object": "stream", "name": name}
-                for name in caller_access(ctx.principal, self.streams)]
-        return render.json_response({"object": "list", "data": data}, ctx.request_id, version)
+    def admitted(self, exchange: Exchange) -> str:
+        """The negotiated version, for a token of a kind PDPP serves (else 401)."""
+        ctx = exchange.ctx
+        ctx.surface = "pdpp"
+        version = self.version(exchange.request)
+        if ctx.principal.kind not in (TokenKind.OWNER, TokenKind.CLIENT):
+            raise GatewayError(401, "missing_credentials", "A bearer token is required.",
+                               headers=(("www-authenticate", 'Bearer realm="aigw"'),))
+        return version
+
+    async def list_streams(self, exchange: Exchange) -> Response:
+        version = self.admitted(exchange)
+        principal = exchange.principal
+        request.parse(exchange.request.query_params.multi_items(), frozenset(),
+                      owner=is_owner(principal))
+        check_grant(principal, self.streams)
+        return exchange.pipeline.listing(StreamList(self.streams, principal, version), exchange)
 
     @_pdpp
-    async def stream_metadata(self, http: Request, ctx: RequestContext, generation: Any,
-                              version: str) -> Response:
-        request.parse(http.query_params.multi_items(), frozenset(), owner=_owner(ctx))
-        access = stream_access(ctx.principal, self.streams, http.path_params["stream"])
-        return render.json_response(self._metadata(access.stream), ctx.request_id, version)
+    async def stream_metadata(self, call: Call) -> Response:
+        request.parse(call.http.query_params.multi_items(), frozenset(), owner=_owner(call))
+        stream = self._grantee(call).readable_stream(call.http.path_params["stream"])
+        return render.json_response(self._metadata(stream), call.ctx.request_id, call.version)
 
     @_pdpp
-    async def list_records(self, http: Request, ctx: RequestContext, generation: Any,
-                           version: str) -> Response:
-        owner = _owner(ctx)
-        params = request.parse(http.query_params.multi_items(),
+    async def list_records(self, call: Call) -> Response:
+        owner = _owner(call)
+        params = request.parse(call.http.query_params.multi_items(),
                                frozenset({"limit", "cursor", "order", "fields"}),
                                owner=owner, filters=owner, records=True)
-        access = stream_access(ctx.principal, self.streams, http.path_params["stream"])
+        access = self._grantee(call).stream(call.http.path_params["stream"])
         limit = request.limit(params, request.RECORDS_DEFAULT_LIMIT, request.RECORDS_MAX_LIMIT)
         order = request.order(params)
         wanted = narrowed(access, params.get("fields"))
         filters.check(params.filters, access)
         field = access.order_field
         binding = {"e": "records", "s": access.stream.name, "o": order, "k": field,
-                   "f": _filters(params.filters), "g": grant_digest(ctx.principal)}
+                   "f": _filters(params.filters), "g": grant_digest(call.principal)}
         position = self._position(params.get("cursor"), binding)
-        entry = await self._entry(access.stream, ctx, generation)
+        entry = await self._entry(access.stream, call)
         rows = sort_records([r for r in access.visible(entry.snapshot.records)
                              if filters.matches(r, params.filters, access)], field, order)
         rows = page_after(rows, position, field, order)
@@ -143,45 +214,41 @@ class PdppService:
             [render.record(access, r, wanted, captured) for r in shown], cursor,
             request.meta(params))
         document["freshness"] = {"status": "current", "captured_at": captured}
-        return render.json_response(document, ctx.request_id, version)
+        return render.json_response(document, call.ctx.request_id, call.version)
 
     @_pdpp
-    async def get_record(self, http: Request, ctx: RequestContext, generation: Any,
-                         version: str) -> Response:
-        params = request.parse(http.query_params.multi_items(), frozenset({"fields"}),
-                               owner=_owner(ctx), records=True)
-        access = stream_access(ctx.principal, self.streams, http.path_params["stream"])
+    async def get_record(self, call: Call) -> Response:
+        params = request.parse(call.http.query_params.multi_items(), frozenset({"fields"}),
+                               owner=_owner(call), records=True)
+        access = self._grantee(call).stream(call.http.path_params["stream"])
         wanted = narrowed(access, params.get("fields"))
-        key = http.path_params["key"]
+        key = call.http.path_params["key"]
         if not access.permits_key(key):  # outside the grant's resources: not even asked for
             raise GatewayError(404, "not_found", "No such record.")
         stream = access.stream
         if stream.record_op is not None:
-            found = await read_one(stream, _subject(ctx), key, self._read(ctx, generation))
+            found = await read_one(stream, _subject(call), key, call.stages.items)
             read_at = _now()
         else:
-            entry = await self._entry(stream, ctx, generation)
+            entry = await self._entry(stream, call)
             found, read_at = entry.by_key.get(key), entry.snapshot.captured_at
         view = access.view(found) if found is not None else None
         if view is None:
             raise GatewayError(404, "not_found", "No such record.")
         body = render.record(access, view, wanted, read_at)
-        return render.json_response(body, ctx.request_id, version)
+        return render.json_response(body, call.ctx.request_id, call.version)
 
     @_pdpp
-    async def lexical_search(self, http: Request, ctx: RequestContext, generation: Any,
-                             version: str) -> Response:
-        return await self._search(http, ctx, generation, version, semantic=False)
+    async def lexical_search(self, call: Call) -> Response:
+        return await self._search(call, semantic=False)
 
     @_pdpp
-    async def semantic_search(self, http: Request, ctx: RequestContext, generation: Any,
-                              version: str) -> Response:
-        return await self._search(http, ctx, generation, version, semantic=True)
+    async def semantic_search(self, call: Call) -> Response:
+        return await self._search(call, semantic=True)
 
-    async def _search(self, http: Request, ctx: RequestContext, generation: Any, version: str,
-                      *, semantic: bool) -> Response:
-        params = request.parse(http.query_params.multi_items(),
-                               frozenset({"q", "limit", "cursor"}), owner=_owner(ctx),
+    async def _search(self, call: Call, *, semantic: bool) -> Response:
+        params = request.parse(call.http.query_params.multi_items(),
+                               frozenset({"q", "limit", "cursor"}), owner=_owner(call),
                                filters=True, streams=True)
         q = (params.get("q") or "").strip()
         if not q:
@@ -191,24 +258,23 @@ class PdppService:
         if params.filters and len(params.streams) != 1:
             raise request.invalid("filter[...] needs exactly one streams[] value.",
                                   params.filters[0].param)
-        accesses = self._search_scope(ctx.principal, params.streams)
+        accesses = self._search_scope(self._grantee(call), params.streams)
         if params.filters:
             filters.check(params.filters, accesses[0])
         binding = {"e": "semantic" if semantic else "lexical", "q": q,
                    "s": sorted(a.stream.name for a in accesses) if params.streams else None,
-                   "f": _filters(params.filters), "g": grant_digest(ctx.principal)}
+                   "f": _filters(params.filters), "g": grant_digest(call.principal)}
         offset = self._offset(params.get("cursor"), binding)
 
         async def entry_for(stream: CompiledStream) -> Entry:
-            return await self._entry(stream, ctx, generation)
+            return await self._entry(stream, call)
 
         if semantic and self.pdpp.semantic is not None:
             ranked = await search.semantic(q, accesses, params.filters, entry_for,
                                            self.pdpp.semantic.min_similarity, settings.snippets)
         else:
             ranked = await search.lexical(q, accesses, params.filters, entry_for,
-                                          self._upstream_ids(q, ctx, generation),
-                                          settings.snippets)
+                                          self._upstream_ids(q, call), settings.snippets)
         hits = ranked.hits[offset:offset + limit]
         more = len(ranked.hits) > offset + limit
         now = _now()
@@ -218,22 +284,28 @@ class PdppService:
             meta.update(_recall(len(ranked.hits), ranked.truncated))
         url = f"{self.pdpp.base_path}/v1/search" + ("/semantic" if semantic else "")
         cursor = self.cursors.issue(binding, offset + limit) if more else None
-        return render.json_response(render.page(url, data, cursor, meta), ctx.request_id,
-                                    version)
+        return render.json_response(render.page(url, data, cursor, meta), call.ctx.request_id,
+                                    call.version)
 
-    def _search_scope(self, principal: Principal, names: list[str]) -> list[Access]:
+    def _grantee(self, call: Call) -> Grantee:
+        """The caller's grant, its stream and field decisions taken by the pipeline."""
+        return Grantee(call.principal, self.streams,
+                       functools.partial(call.exchange.pipeline.permitted, call.exchange))
+
+    @staticmethod
+    def _search_scope(grantee: Grantee, names: list[str]) -> list[Access]:
         if not names:
-            return list(caller_access(principal, self.streams).values())
-        return [stream_access(principal, self.streams, name, "streams[]")
-                for name in dict.fromkeys(names)]
+            return list(grantee.every().values())
+        return [grantee.stream(name, "streams[]") for name in dict.fromkeys(names)]
 
-    def _upstream_ids(self, q: str, ctx: RequestContext, generation: Any) -> search.UpstreamIds:
+    @staticmethod
+    def _upstream_ids(q: str, call: Call) -> search.UpstreamIds:
         async def ids(stream: CompiledStream, fields: tuple[str, ...]) -> list[str]:
             operation = stream.lexical_op
             assert operation is not None
             values = FieldSearch(query=q, fields=list(fields), fields_csv=",".join(fields),
-                                 subject=_subject(ctx), limit=stream.settings.max_records)
-            hits = await generation.pipeline.upstream.hits(operation, values, ctx)
+                                 subject=_subject(call), limit=stream.settings.max_records)
+            hits = await call.stages.hits(operation, values)
             return [hit.id for hit in hits]
         return ids
 
@@ -258,14 +330,12 @@ class PdppService:
             document["query"] = query
         return document
 
-    async def _entry(self, stream: CompiledStream, ctx: RequestContext, generation: Any) -> Entry:
-        subject = _subject(ctx)
-        read = self._read(ctx, generation)
-        return await self.store.entry(stream, subject, lambda: read_all(stream, subject, read))
-
-    def _read(self, ctx: RequestContext, generation: Any) -> ReadItems:
-        upstream = generation.pipeline.upstream
-        return lambda operation, values: upstream.items(operation, values, ctx)
+    async def _entry(self, stream: CompiledStream, call: Call) -> Entry:
+        """The stream's records for the caller's subject, read through this request's stages
+        when the store has none fresh enough."""
+        subject = _subject(call)
+        return await self.store.entry(
+            stream, subject, lambda: read_all(stream, subject, call.stages.items))
 
     def _position(self, cursor: str | None, binding: dict[str, Any]) -> list[Any] | None:
         if cursor is None:
@@ -313,12 +383,12 @@ def _filters(found: list[filters.Filter]) -> list[list[Any]]:
     return sorted([f.field, f.op, f.value] for f in found)
 
 
-def _owner(ctx: RequestContext) -> bool:
-    return is_owner(ctx.principal)
+def _owner(call: Call) -> bool:
+    return is_owner(call.principal)
 
 
-def _subject(ctx: RequestContext) -> str:
-    return ctx.principal.subject or ""
+def _subject(call: Call) -> str:
+    return call.principal.subject or ""
 
 
 def _now() -> str:

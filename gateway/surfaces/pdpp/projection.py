@@ -2,6 +2,10 @@
 results and snippets: which streams, which fields (the grant's plus schema-required ones),
 which records (the grant's time window and `resources`), and which fields a search may match.
 
+The grant is read here; which streams and fields it lets the caller read are decisions of the
+policy stage (the `pdpp_stream` and `pdpp_field` kinds of policy_rules.py, noted in the decision
+log), asked through the `Stages` the pipeline hands the request.
+
 Everything a response carries is derived from `Access.view`: the record cut down to what the
 caller may read. Sorting, cursors, `emitted_at`, filters, snippets and counts all work on that
 view, so a value of an ungranted field cannot reach a caller through any of them.
@@ -9,14 +13,26 @@ view, so a value of an ungranted field cannot reach a caller through any of them
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.errors import GatewayError
 from gateway.instants import instant
 from gateway.model import Principal, TokenKind
+from gateway.policy.rules import Ask
+from gateway.surfaces.pdpp.policy_rules import (
+    GRANTED,
+    NO_GRANT,
+    NOT_GRANTED,
+    OWNER,
+    REQUIRED,
+    field_ask,
+    field_removed,
+    readable,
+    stream_ask,
+)
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
 
 
@@ -118,50 +134,131 @@ def is_owner(principal: Principal) -> bool:
     return principal.kind is TokenKind.OWNER
 
 
-def caller_access(principal: Principal,
-                  streams: Mapping[str, CompiledStream]) -> dict[str, Access]:
-    """Every stream the caller may read, with what it may see of it."""
-    if is_owner(principal):
-        return {name: Access(s, frozenset(s.settings.fields)) for name, s in streams.items()}
+class Permitted(Protocol):
+    """The policy stage for this request (`Pipeline.permitted` with its exchange): whether the
+    rules allow each ask, each noted in the decision log, a denied one with `removes(ask)`."""
+
+    def __call__(self, asks: Sequence[Ask],
+                 removes: Callable[[Ask], tuple[str, ...]] | None = None) -> list[bool]: ...
+
+
+def check_grant(principal: Principal, streams: Mapping[str, CompiledStream]) -> None:
+    """Refuse a client's grant that cannot be enforced here: expired (checked on every
+    request: a principal may be cached past its grant's expiry), or with a time constraint on
+    no field of its stream or with an unreadable bound."""
     grant = principal.grant
     if principal.kind is not TokenKind.CLIENT or grant is None:
-        return {}
+        return
     _check_expiry(grant.expires_at)
-    found = {}
     for name, stream_grant in grant.streams.items():
         stream = streams.get(name)
         if stream is None:
             continue
-        schema = frozenset(stream.settings.fields)
-        if stream_grant.time_field is not None and stream_grant.time_field not in schema:
+        if stream_grant.time_field is not None \
+                and stream_grant.time_field not in stream.settings.fields:
             raise GatewayError(403, "grant_invalid",
                                "The grant's time constraint names no field of its stream.")
-        granted = schema if stream_grant.fields is None else stream_grant.fields & schema
-        found[name] = Access(stream, granted | stream.required, stream_grant.time_field,
-                             _bound(stream_grant.since), _bound(stream_grant.until),
-                             stream_grant.resources)
-    return found
+        for bound in (stream_grant.since, stream_grant.until):
+            _bound(bound)
+
+
+def stream_coverage(principal: Principal, name: str) -> str:
+    """What the token's grant says of a stream (see policy_rules)."""
+    if is_owner(principal):
+        return OWNER
+    grant = principal.grant
+    if principal.kind is not TokenKind.CLIENT or grant is None:
+        return NO_GRANT
+    return GRANTED if name in grant.streams else NOT_GRANTED
+
+
+def field_coverage(principal: Principal, stream: CompiledStream, field: str) -> str:
+    """What the token's grant says of a field of a stream it covers."""
+    if is_owner(principal):
+        return OWNER
+    if field in stream.required:
+        return REQUIRED
+    grant = principal.grant
+    granted = grant.for_stream(stream.name) if grant is not None else None
+    if granted is None:
+        return NOT_GRANTED
+    return GRANTED if granted.fields is None or field in granted.fields else NOT_GRANTED
+
+
+def listing_order(principal: Principal, streams: Mapping[str, CompiledStream]) -> list[str]:
+    """The streams in the order a caller is shown them: an owner the config's, a client its
+    grant's, then the streams its grant does not name."""
+    grant = principal.grant
+    if is_owner(principal) or grant is None:
+        return list(streams)
+    named = [name for name in grant.streams if name in streams]
+    return named + [name for name in streams if name not in grant.streams]
+
+
+def readable_stream_ask(principal: Principal, name: str) -> Ask:
+    return stream_ask(principal, name, stream_coverage(principal, name))
+
+
+class Grantee:
+    """One request's token as PDPP reads it: what its grant covers, with the policy's
+    decisions on each stream and field (a policy can narrow the grant, never widen it)."""
+
+    def __init__(self, principal: Principal, streams: Mapping[str, CompiledStream],
+                 permitted: Permitted) -> None:
+        check_grant(principal, streams)
+        self.principal, self.streams, self.permitted = principal, streams, permitted
+
+    def every(self) -> dict[str, Access]:
+        """Every stream the caller may read, with what it may see of it."""
+        names = self._readable(listing_order(self.principal, self.streams))
+        return {name: self._access(self.streams[name]) for name in names}
+
+    def stream(self, name: str, param: str | None = None) -> Access:
+        """One stream's access (see `readable_stream`)."""
+        return self._access(self.readable_stream(name, param))
+
+    def readable_stream(self, name: str, param: str | None = None) -> CompiledStream:
+        """A stream the caller may read; 403 for a client outside its grant, 404 for an
+        owner's typo (a stream the policy denies is answered alike)."""
+        if name in self.streams and self._readable([name]):
+            return self.streams[name]
+        if is_owner(self.principal):
+            raise GatewayError(404, "not_found", "No such stream.", _param(param))
+        raise GatewayError(403, "grant_stream_not_allowed",
+                           "The grant does not include this stream.", _param(param))
+
+    def _readable(self, names: list[str]) -> list[str]:
+        # Rules never select what the grant leaves out (policy_rules.py); `_allowed` holds the
+        # grant as the bound all the same, whatever policy stage the pipeline runs.
+        asks = [readable_stream_ask(self.principal, name) for name in names]
+        return [ask.resource for ask in _allowed(asks, self.permitted(asks))]
+
+    def _access(self, stream: CompiledStream) -> Access:
+        asks = [field_ask(self.principal, stream.name, name,
+                          field_coverage(self.principal, stream, name))
+                for name in stream.settings.fields]
+        shown = frozenset(ask.attributes["field"]
+                          for ask in _allowed(asks, self.permitted(asks, field_removed)))
+        grant = self.principal.grant
+        granted = grant.for_stream(stream.name) \
+            if grant is not None and not is_owner(self.principal) else None
+        if granted is None:
+            return Access(stream, shown)
+        return Access(stream, shown, granted.time_field, _bound(granted.since),
+                      _bound(granted.until), granted.resources)
+
+
+def _allowed(asks: list[Ask], permitted: list[bool]) -> list[Ask]:
+    return [ask for ask, allowed in zip(asks, permitted, strict=True)
+            if allowed and readable(ask.attributes["grant"])]
 
 
 def _check_expiry(expires_at: str | None) -> None:
-    """Checked on every request: a principal may be cached past its grant's expiry."""
     if expires_at is None:
         return
     moment = instant(expires_at)
     if moment is None or moment <= datetime.now(UTC):
         raise GatewayError(403, "grant_expired", "The grant has expired.")
-
-
-def stream_access(principal: Principal, streams: Mapping[str, CompiledStream],
-                  name: str, param: str | None = None) -> Access:
-    """One stream's access; 403 for a client outside its grant, 404 for an owner's typo."""
-    access = caller_access(principal, streams).get(name)
-    if access is not None:
-        return access
-    if is_owner(principal):
-        raise GatewayError(404, "not_found", "No such stream.", _param(param))
-    raise GatewayError(403, "grant_stream_not_allowed",
-                       "The grant does not include this stream.", _param(param))
 
 
 def narrowed(access: Access, requested: str | None) -> frozenset[str] | None:
