@@ -199,3 +199,30 @@ def test_a_surface_adds_its_own_policy_section():
     assert "aip" not in PolicyPack.model_fields
     pack = registry.policy_pack_model().model_validate({"aip": {"max_chunks": 3}})
     assert pack.aip.max_chunks == 3  # type: ignore[attr-defined]
+
+
+PDPP_FORBIDDEN = re.compile(
+    r"\bpipeline\.(upstream|policy|authenticat\w*|limit\w*|admit\w*)\b|\bbundle\.decide\b"
+    r"|\bPolicyEngine\b|\bUpstreamCalls\b")
+PDPP_FORBIDDEN_IMPORTS = ("gateway.policy.engine", "gateway.upstream_call",
+                          "gateway.auth.authenticator", "gateway.ratelimit")
+# The report's projection of a rule kind (what a reader of a stream is shown) decides sampled
+# asks with the bundle while `aigw policy report | explain | test` run, never on a request.
+PDPP_TOOL_TIME = {("gateway/surfaces/pdpp/policy_rules.py", "bundle.decide")}
+
+
+def test_pdpp_calls_no_stage_itself():
+    """PDPP calls no authentication, rate limiting, policy engine or upstream client itself:
+    the pipeline admits its requests, decides its grant kinds (`permitted`, a listing) and
+    reads its streams' upstream operations through the `Stages` of `Pipeline.serve`."""
+    found = []
+    for path in sorted((GATEWAY / "surfaces" / "pdpp").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            match = PDPP_FORBIDDEN.search(line)
+            if match and (relative, match.group(0)) not in PDPP_TOOL_TIME:
+                found.append(f"{relative}:{number}: {line.strip()}")
+        found += [f"{relative}:{number}: imports {module}"
+                  for number, module in _imported(path)
+                  if any(_is_under(module, banned) for banned in PDPP_FORBIDDEN_IMPORTS)]
+    assert not found, "\n".join(found)
