@@ -1,9 +1,13 @@
-"""Grants from what a token carries: RFC 9396 details, a PDPP grant claim, or mapped scopes.
+"""Grants from what a token carries: RFC 9396 authorization details, a grant claim, or
+scopes the config maps to grants.
 
-Every token grant (a JWT's or an introspection answer's) is read here, in the shape spec-core
-§7 gives it. A grant the gateway could not enforce exactly is refused (`GrantError`: 401
-`invalid_token`), never read as a wider one: a stream without `fields`, a `time_constraint`
-without its `field` or without a bound, a stream named twice, or a member it does not know.
+Every token grant (a JWT's or an introspection answer's) is read here into the neutral
+`Grant`: a versioned object whose `streams` list, for each stream, the readable `fields` (or
+"*"), and optionally a `time_constraint` (`field`, `since`, `until`) and the only records it
+covers (`resources`). A grant the gateway could not enforce exactly is refused (`GrantError`:
+401 `invalid_token`), never read as a wider one: a stream without `fields`, a
+`time_constraint` without its `field` or without a bound, a stream named twice, or a member it
+does not know. What a grant lets a caller read is decided by the surfaces that serve streams.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from gateway.model import Grant, StreamGrant
 GRANT_VERSION = "0.1.0"
 _STREAM_MEMBERS = frozenset({"name", "instance_ids", "fields", "time_constraint", "resources"})
 _WINDOW_MEMBERS = frozenset({"field", "since", "until"})
-# Grant members the resource server reads: what may be read, the grant's own expiry and the
-# schema version. The others are evidence and declarations for the AS and the client
-# (spec-core §7); `type` is RFC 9396's. Any other member is refused, not ignored.
+# Grant members the gateway enforces: what may be read, the grant's own expiry and the
+# format's version. The others are evidence and declarations for the authorization server and
+# the client (who, why, for how long); `type` is RFC 9396's. Any other member is refused, not
+# ignored.
 _ENFORCED = frozenset({"streams", "expires_at", "version"})
 _DECLARED = frozenset({"type", "grant_id", "issued_at", "subject", "client", "source",
                        "source_declaration", "purpose_code", "purpose_description",
@@ -78,13 +83,13 @@ def grant_from_detail(detail: Mapping[str, Any]) -> Grant:
 
 
 def _streams(streams: Any) -> dict[str, StreamGrant]:
-    """A PDPP `streams` array: [{name, fields, time_constraint?, resources?}, ...]."""
+    """The grant's `streams` array: [{name, fields, time_constraint?, resources?}, ...]."""
     if not isinstance(streams, list):
         raise GrantError("The grant's streams must be a list.")
     found: dict[str, StreamGrant] = {}
     for entry in streams:
         name, stream = _stream(entry)
-        if name in found:  # spec-core §7: a stream name is unique within the grant
+        if name in found:  # a stream name is unique within a grant
             raise GrantError("The grant names one stream twice.")
         found[name] = stream
     return found
@@ -113,7 +118,7 @@ def _fields(value: Any) -> frozenset[str] | None:
 
 
 def _names(value: Any, member: str) -> frozenset[str]:
-    """A non-empty list of unique non-empty strings, as spec-core §7 has each list."""
+    """A non-empty list of unique non-empty strings, as every list of a grant is."""
     if not (isinstance(value, list) and value and all(_is_name(v) for v in value)
             and len(set(value)) == len(value)):
         raise GrantError(f"The grant's {member} must be a non-empty list of unique strings.")
