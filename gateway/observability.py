@@ -77,6 +77,11 @@ POLICY_REVISION = Gauge(
     "aigw_policy_bundle_info", "The policy bundle serving (a digest of the policy files).",
     ["revision"],
 )
+PDPP_SCHEMA_VIOLATIONS = Counter(
+    "aigw_pdpp_schema_violations_total",
+    "Upstream values that break their PDPP stream's schema, by stream, field and action "
+    "(field_omitted, record_skipped).", ["stream", "field", "action"],
+)
 IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.",
                   multiprocess_mode="livesum")
 MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ  # workers of `aigw run --workers`

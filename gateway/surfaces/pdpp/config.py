@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 
 from gateway.operations import UpstreamOperation
 from gateway.strict import Strict
@@ -15,12 +15,26 @@ RangeOp = Literal["gte", "gt", "lte", "lt"]
 
 
 class FieldSpec(Strict):
-    """One top-level field of a stream's records: where it is in an upstream item."""
+    """One top-level field of a stream's records: where it is in an upstream item, and what
+    its values are (the stream's advertised schema, which every record sent holds to)."""
 
     path: str = Field(description="JMESPath into one upstream item.")
     type: Literal["string", "integer", "number", "boolean", "array", "object"] = "string"
-    format: Literal["date-time"] | None = None
-    required: bool = Field(False, description="Schema-required: always included in a record.")
+    nullable: bool = Field(
+        False, description="Null is a value of it (schema type [type, \"null\"]); without it "
+        "a null or missing value leaves the field out of the record.")
+    format: Literal["date-time", "date", "uri", "email", "uuid"] | None = Field(
+        None, description="JSON Schema format of a string field, checked on every value: one "
+        "that does not match is left out (or its record skipped when the field is required).")
+    required: bool = Field(
+        False, description="Schema-required: always included in a record; a record whose "
+        "value is missing, null (unless nullable) or of another type is not sent.")
+
+    @model_validator(mode="after")
+    def _format_of_a_string(self) -> FieldSpec:
+        if self.format is not None and self.type != "string":
+            raise ValueError(f"format {self.format!r} applies to a string field only")
+        return self
 
 
 class UpstreamSearch(Strict):

@@ -3,16 +3,17 @@ from the legacy API (paged list calls, fields mapped with JMESPath)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import jmespath
-from jmespath.parser import ParsedResult
 
 from gateway.mapping import MappingError
 from gateway.operations import K, Operation, Placeholders, compile_operation
 from gateway.surfaces.pdpp.config import Pdpp, Stream
+from gateway.surfaces.pdpp.conform import FieldRule, Tally, compile_rule, conform, report, schema_of
 
 SCALARS = frozenset({"string", "integer", "number", "boolean"})
 
@@ -68,7 +69,7 @@ class Record:
 class CompiledStream:
     name: str
     settings: Stream
-    paths: dict[str, ParsedResult]
+    rules: tuple[FieldRule, ...]  # every field: its path and the values its schema admits
     list_op: Operation[RecordPage]
     record_op: Operation[RecordRead] | None
     lexical_op: Operation[FieldSearch] | None
@@ -96,16 +97,17 @@ class CompiledStream:
         return self.lexical_fields if kind == "lexical" else self.semantic_fields
 
     def schema(self) -> dict[str, Any]:
-        properties = {}
-        for name, spec in self.settings.fields.items():
-            properties[name] = {"type": spec.type, **({"format": spec.format}
-                                                      if spec.format else {})}
+        """The JSON Schema (Draft 2020-12) of a record's data: every record sent holds to it."""
+        properties = {name: schema_of(spec) for name, spec in self.settings.fields.items()}
         required = sorted({*self.required, self.settings.primary_key})
         return {"type": "object", "properties": properties, "required": required}
 
-    def record(self, item: Any) -> Record | None:
-        """One upstream item as a record; None without a key."""
-        data = {name: path.search(item) for name, path in self.paths.items()}
+    def record(self, item: Any, tally: Tally) -> Record | None:
+        """One upstream item as a record of its schema (conform.py); None without a key or
+        when a required field breaks the schema (counted in `tally`)."""
+        data = conform(self.rules, item, tally)
+        if data is None:
+            return None
         key = data.get(self.settings.primary_key)
         if key is None or isinstance(key, bool | dict | list):
             return None
@@ -129,15 +131,20 @@ def _compile(name: str, stream: Stream, upstreams: set[str]) -> CompiledStream:
                   stream.emitted_at, *stream.range_filters):
         if field is not None and field not in stream.fields:
             raise MappingError(where, f"{field!r} is not one of the stream's fields")
-    paths = {}
+    if stream.fields[stream.primary_key].nullable:
+        raise MappingError(f"{where}.fields.{stream.primary_key}.nullable",
+                           "the primary key cannot be nullable")
+    rules = []
     for field, spec in stream.fields.items():
         try:
-            paths[field] = jmespath.compile(spec.path)
+            path = jmespath.compile(spec.path)
         except jmespath.exceptions.JMESPathError as exc:
             raise MappingError(f"{where}.fields.{field}.path", f"invalid JMESPath: {exc}") from None
+        rules.append(compile_rule(field, spec, path,
+                                  required=spec.required or field == stream.primary_key))
     lexical = stream.search.lexical
     return CompiledStream(
-        name, stream, paths,
+        name, stream, tuple(rules),
         compile_operation(stream.records, f"{where}.records", upstreams, RecordPage),
         compile_operation(stream.record, f"{where}.record", upstreams, RecordRead)
         if stream.record else None,
@@ -160,19 +167,24 @@ async def read_all(stream: CompiledStream, subject: str,
     """Every record of a stream for one subject, paging until a short or repeated page."""
     size, limit = stream.settings.page_size, stream.settings.max_records
     records: dict[str, Record] = {}
-    after = ""
-    for page in range(limit // size + 1):
-        items = await read(stream.list_op, RecordPage(
-            subject=subject, limit=size, offset=page * size, page=page + 1, after=after))
-        fresh = [r for item in items if (r := stream.record(item)) and r.key not in records]
-        for record in fresh:
-            records[record.key] = record
-        if len(records) >= limit:
-            return list(records.values())[:limit], True
-        if len(items) < size or not fresh:
-            return list(records.values()), False
-        after = fresh[-1].key
-    return list(records.values()), True
+    tally: Tally = Counter()
+    try:
+        after = ""
+        for page in range(limit // size + 1):
+            items = await read(stream.list_op, RecordPage(
+                subject=subject, limit=size, offset=page * size, page=page + 1, after=after))
+            fresh = [r for item in items
+                     if (r := stream.record(item, tally)) and r.key not in records]
+            for record in fresh:
+                records[record.key] = record
+            if len(records) >= limit:
+                return list(records.values())[:limit], True
+            if len(items) < size or not fresh:
+                return list(records.values()), False
+            after = fresh[-1].key
+        return list(records.values()), True
+    finally:
+        report(stream.name, tally)
 
 
 async def read_one(stream: CompiledStream, subject: str, key: str,
@@ -180,5 +192,7 @@ async def read_one(stream: CompiledStream, subject: str, key: str,
     """One record through the stream's record operation."""
     assert stream.record_op is not None
     items = await read(stream.record_op, RecordRead(subject=subject, id=key))
-    found = [r for item in items if (r := stream.record(item)) is not None and r.key == key]
+    tally: Tally = Counter()
+    found = [r for item in items if (r := stream.record(item, tally)) is not None and r.key == key]
+    report(stream.name, tally)
     return found[0] if found else None
