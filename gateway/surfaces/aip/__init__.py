@@ -73,7 +73,7 @@ class AipPlugin(Surface):
         from gateway.surfaces.aip.declaration import aip_documents
         from gateway.surfaces.aip.handlers import routes
         from gateway.surfaces.aip.policy import AipPolicy
-        from gateway.surfaces.aip.signed import render_error
+        from gateway.surfaces.aip.signed import AipErrors
         from gateway.surfaces.aip.wiring import Wiring
 
         settings = context.settings
@@ -82,7 +82,8 @@ class AipPlugin(Surface):
         wiring = Wiring.acquire(aip, context.shared)
         # The sources compile: the load-time checks made sure of it.
         served = routes(aip, set(settings.upstreams), policy, wiring)
-        return Mount(self.name, served, documents=dict(documents), render_error=render_error)
+        return Mount(self.name, served, documents=dict(documents),
+                     render_error=AipErrors(aip.retrieve_path))
 
     def openapi(self, settings: Settings) -> dict[str, Any]:
         aip = self.section(settings)

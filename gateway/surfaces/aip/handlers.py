@@ -1,7 +1,8 @@
-"""`POST /pag/retrieve`: authenticate (a signature, or the pipeline), validate, rate-limit by
-platform, decide, then read the sources and answer with chunks, a denial or an error, never both
-content and denial; an ok answer is recorded first: its request id as issued to the platform
-(what citation events must name) and an access event."""
+"""`POST /pag/retrieve`: admitted by the pipeline (a signature, else authentication; then the
+rate limit, keyed on the platform the body declares), validated, decided, then the sources are
+read and answered with chunks, a denial or an error, never both content and denial; an ok
+answer is recorded first: its request id as issued to the platform (what citation events must
+name) and an access event."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from gateway.surfaces.aip.events import EventSink, access_event
 from gateway.surfaces.aip.gate import Gate, check_platform
 from gateway.surfaces.aip.intake import EventIntake, store_event
 from gateway.surfaces.aip.ledger import EventLedger
-from gateway.surfaces.aip.policy import AipPolicy, Denial, pick_source
+from gateway.surfaces.aip.policy import AipPolicy, pick_source
 from gateway.surfaces.aip.request import (
     QUERY_PATH,
     RetrieveRequest,
@@ -30,13 +31,37 @@ from gateway.surfaces.aip.request import (
     parse_retrieve,
     readable_request_id,
 )
-from gateway.surfaces.aip.signed import AipAnswer, Denied, SignedEndpoint, content_type
+from gateway.surfaces.aip.signed import Denied, SignedAdmission, answer_of, content_type
 from gateway.surfaces.aip.sources import compile_sources, read_pieces
 from gateway.surfaces.aip.tokens import TokenCounter
 from gateway.surfaces.aip.wiring import Wiring
 
 
-class Retriever(SignedEndpoint):
+class RetrieveAdmission(SignedAdmission):
+    """Admission of a retrieve: the rate limit keys on the platform the body declares, so the
+    body is read here (once: the endpoint answers from what is kept on the `AipAnswer`). A
+    body that cannot be read is counted all the same, then refused by the endpoint."""
+
+    def __init__(self, aip: Aip, gate: Gate) -> None:
+        super().__init__(gate, aip.retrieve_max_bytes)
+        self.max_query_chars = aip.retrieval.max_query_chars
+
+    def learn_limit_key(self, exchange: Exchange) -> None:
+        answer = answer_of(exchange, self.gate)
+        body, problem = parse_json(exchange.body or b"", content_type(exchange.request),
+                                   {QUERY_PATH: self.max_query_chars})
+        answer.request_id = readable_request_id(body) or answer.request_id
+        if problem is None:  # only a body of the right media type is ever acted on
+            try:
+                answer.retrieve = parse_retrieve(body)
+                check_platform(answer.verified, answer.retrieve.platform)
+            except GatewayError as error:
+                answer.retrieve, problem = None, error
+        answer.problem = problem
+        exchange.ctx.platform_id = answer.retrieve.platform if answer.retrieve else None
+
+
+class Retriever:
     """What one config generation needs to answer retrieves; built once at load."""
 
     def __init__(self, aip: Aip, upstreams: set[str], policy: AipPolicy, gate: Gate,
@@ -49,27 +74,12 @@ class Retriever(SignedEndpoint):
         self.sources = compile_sources(aip, upstreams)
         self.counter = TokenCounter(aip.retrieval.encoding)
 
-    def _body_limit(self, proxy_limit: int) -> int:
-        return min(proxy_limit, self.aip.retrieve_max_bytes)
-
-    async def _handle(self, exchange: Exchange, answer: AipAnswer) -> Response:
-        ctx = exchange.ctx
-        raw = await self._admitted_body(exchange, answer)
-        body, problem = parse_json(raw, content_type(exchange.request),
-                                   {QUERY_PATH: self.aip.retrieval.max_query_chars})
-        answer.request_id = readable_request_id(body) or answer.request_id
-        ask = None
-        if problem is None:  # only a body of the right media type is ever acted on
-            try:
-                ask = parse_retrieve(body)
-                check_platform(answer.verified, ask.platform)
-            except GatewayError as error:
-                ask, problem = None, error
-        ctx.platform_id = ask.platform if ask else None
-        await _rate_limit(exchange)  # keyed on the platform, so after the body is read
-        if problem is not None or ask is None:
-            raise problem or invalid("The request could not be read.")
-        return await self._answer(ask, exchange)
+    async def handle(self, exchange: Exchange) -> Response:
+        answer = answer_of(exchange, self.gate)
+        if answer.problem is not None or answer.retrieve is None:
+            raise answer.problem or invalid("The request could not be read.")
+        response = await self._answer(answer.retrieve, exchange)
+        return self.gate.sign(answer.verified, exchange.request.scope, response)
 
     async def _answer(self, ask: RetrieveRequest, exchange: Exchange) -> Response:
         ctx, policy = exchange.ctx, self.policy
@@ -115,20 +125,11 @@ def routes(aip: Aip, upstreams: set[str], policy: AipPolicy,
     gate, sink, ledger = wiring.gate, wiring.sink, wiring.ledger
     retriever = Retriever(aip, upstreams, policy, gate, sink, ledger)
     served = [SurfaceRoute(aip.retrieve_path, retriever.handle, methods=["POST"],
-                           name="aip.retrieve", admission=Admission.SURFACE)]
+                           name="aip.retrieve", admission=Admission.BODY_FIRST,
+                           body_first=RetrieveAdmission(aip, gate))]
     if aip.event is not None and sink is not None and ledger is not None:
         intake = EventIntake(aip, gate, sink, ledger)
         served.append(SurfaceRoute(aip.event.path, intake.handle, methods=["POST"],
-                                   name="aip.event", admission=Admission.SURFACE))
+                                   name="aip.event", admission=Admission.BODY_FIRST,
+                                   body_first=SignedAdmission(gate, intake.max_bytes)))
     return served
-
-
-async def _rate_limit(exchange: Exchange) -> None:
-    """A 429 from the rate-limit stage is AIP's `rate_limited` denial; other failures raise."""
-    try:
-        await exchange.pipeline.limit(exchange.ctx)
-    except GatewayError as error:
-        if error.code != "rate_limited":
-            raise
-        raise Denied(Denial("rate_limited", "Too many requests; retry later."),
-                     error.headers) from None
