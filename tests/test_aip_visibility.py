@@ -88,7 +88,7 @@ def test_internal_articles_reach_only_callers_with_articles_read(demo: Gateway):
 def test_a_hit_without_a_visibility_is_left_out(backend: str, inprocess_factory, tmp_path):
     """A source whose rules ask for a visibility its mapping never gives shows nothing."""
     config = demo_aip_config(backend, tmp_path)
-    article = config["aip"]["sources"]["articles"]["article"]
+    article = config["aip"]["sources"]["help-articles"]["article"]
     article["mapping"] = {**article["mapping"], "metadata": {}}
     gateway = inprocess_factory(config)
     for key in (None, STAFF_KEY):
@@ -99,7 +99,7 @@ def test_a_hit_without_a_visibility_is_left_out(backend: str, inprocess_factory,
 def test_without_rules_only_public_hits_are_served(backend: str, inprocess_factory, tmp_path):
     """A source that maps a visibility but declares no rules: other values are hidden."""
     config = demo_aip_config(backend, tmp_path)
-    config["aip"]["sources"]["articles"].pop("record_visibility")
+    config["aip"]["sources"]["help-articles"].pop("record_visibility")
     gateway = inprocess_factory(config)
     for key in (None, STAFF_KEY):
         document = retrieve(gateway, "The mobile app keeps crashing", key=key)

@@ -32,7 +32,7 @@ from gateway.surfaces.aip.request import (
     readable_request_id,
 )
 from gateway.surfaces.aip.signed import Denied, SignedAdmission, answer_of, content_type
-from gateway.surfaces.aip.sources import compile_sources, read_pieces
+from gateway.surfaces.aip.sources import CompiledSource, read_pieces
 from gateway.surfaces.aip.tokens import TokenCounter
 from gateway.surfaces.aip.wiring import Wiring
 
@@ -64,14 +64,14 @@ class RetrieveAdmission(SignedAdmission):
 class Retriever:
     """What one config generation needs to answer retrieves; built once at load."""
 
-    def __init__(self, aip: Aip, upstreams: set[str], policy: AipPolicy, gate: Gate,
-                 sink: EventSink | None, ledger: EventLedger | None = None) -> None:
+    def __init__(self, aip: Aip, sources: dict[str, CompiledSource], policy: AipPolicy,
+                 gate: Gate, sink: EventSink | None, ledger: EventLedger | None = None) -> None:
         self.aip = aip
         self.policy = policy
         self.gate = gate
         self.sink = sink
         self.ledger = ledger
-        self.sources = compile_sources(aip, upstreams)
+        self.sources = sources
         self.counter = TokenCounter(aip.retrieval.encoding)
 
     async def handle(self, exchange: Exchange) -> Response:
@@ -120,10 +120,10 @@ class Retriever:
         await store_event(self.sink, event)
 
 
-def routes(aip: Aip, upstreams: set[str], policy: AipPolicy,
+def routes(aip: Aip, sources: dict[str, CompiledSource], policy: AipPolicy,
            wiring: Wiring) -> list[SurfaceRoute]:
     gate, sink, ledger = wiring.gate, wiring.sink, wiring.ledger
-    retriever = Retriever(aip, upstreams, policy, gate, sink, ledger)
+    retriever = Retriever(aip, sources, policy, gate, sink, ledger)
     served = [SurfaceRoute(aip.retrieve_path, retriever.handle, methods=["POST"],
                            name="aip.retrieve", admission=Admission.BODY_FIRST,
                            body_first=RetrieveAdmission(aip, gate))]

@@ -43,8 +43,32 @@ class CompiledSource:
     settings: Source
     search: Operation[SourceSearch]
     article: Operation[ArticleRead] | None
-    # None: hits are public unless their mapping says otherwise (then nobody sees them).
-    visibility_rules: dict[str, frozenset[str]] | None
+
+    # As a resource the policy engine decides on (gateway.policy.engine.Resource): public,
+    # without stored vectors; its hits carry their own visibility when `record_visibility` is set.
+    @property
+    def public(self) -> bool:
+        return True
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        return frozenset()
+
+    @property
+    def returns_vectors(self) -> bool:
+        return False
+
+    @property
+    def visibility(self) -> str:
+        return "public"
+
+    @property
+    def record_visibility(self) -> dict[str, frozenset[str]] | None:
+        """None: a hit is public unless its mapping gives another visibility."""
+        rules = self.settings.record_visibility
+        if rules is None:
+            return None
+        return {value: frozenset(scopes) for value, scopes in rules.scopes.items()}
 
     @property
     def whole_articles(self) -> bool:
@@ -59,10 +83,7 @@ def compile_sources(aip: Aip, upstreams: set[str]) -> dict[str, CompiledSource]:
         search = compile_operation(source.search, f"{where}.search", upstreams, SourceSearch)
         article = (compile_operation(source.article, f"{where}.article", upstreams, ArticleRead)
                    if source.article is not None else None)
-        rules = source.record_visibility
-        compiled[name] = CompiledSource(
-            name, source, search, article, None if rules is None else
-            {value: frozenset(scopes) for value, scopes in rules.scopes.items()})
+        compiled[name] = CompiledSource(name, source, search, article)
     return compiled
 
 
@@ -88,10 +109,10 @@ async def read_pieces(source: CompiledSource, query: str, hits_wanted: int,
 def visible(source: CompiledSource, hit: Hit, principal: Principal) -> bool:
     """Whether this caller may see the hit; a source without rules only shows public hits."""
     value = hit.metadata.get("visibility")
-    if value is None and source.visibility_rules is None:
+    if value is None and source.record_visibility is None:
         value = "public"
     return may_see_record(value if isinstance(value, str) else None,
-                          source.visibility_rules or {}, principal)
+                          source.record_visibility or {}, principal)
 
 
 async def _article(operation: Operation[ArticleRead], found_by: Hit, upstream: UpstreamCalls,
