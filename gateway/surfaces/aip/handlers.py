@@ -9,11 +9,16 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import errors
+from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
+from gateway.model import Hit, Query
+from gateway.pipeline import Stages
+from gateway.policy.rules import Ask
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json
@@ -23,7 +28,7 @@ from gateway.surfaces.aip.events import EventSink, access_event
 from gateway.surfaces.aip.gate import Gate, check_platform
 from gateway.surfaces.aip.intake import EventIntake, store_event
 from gateway.surfaces.aip.ledger import EventLedger
-from gateway.surfaces.aip.policy import AipPolicy, pick_source
+from gateway.surfaces.aip.policy import AipPolicy, pick_source, refusal, unsupported
 from gateway.surfaces.aip.request import (
     QUERY_PATH,
     RetrieveRequest,
@@ -31,8 +36,14 @@ from gateway.surfaces.aip.request import (
     parse_retrieve,
     readable_request_id,
 )
-from gateway.surfaces.aip.signed import Denied, SignedAdmission, answer_of, content_type
-from gateway.surfaces.aip.sources import CompiledSource, read_pieces
+from gateway.surfaces.aip.signed import (
+    AipAnswer,
+    Denied,
+    SignedAdmission,
+    answer_of,
+    content_type,
+)
+from gateway.surfaces.aip.sources import CompiledSource, pieces, read_hits
 from gateway.surfaces.aip.tokens import TokenCounter
 from gateway.surfaces.aip.wiring import Wiring
 
@@ -67,7 +78,7 @@ class Retriever:
     def __init__(self, aip: Aip, sources: dict[str, CompiledSource], policy: AipPolicy,
                  gate: Gate, sink: EventSink | None, ledger: EventLedger | None = None) -> None:
         self.aip = aip
-        self.policy = policy
+        self.limits = policy.limits(aip.retrieval.max_chunks, aip.retrieval.max_tokens)
         self.gate = gate
         self.sink = sink
         self.ledger = ledger
@@ -75,37 +86,20 @@ class Retriever:
         self.counter = TokenCounter(aip.retrieval.encoding)
 
     async def handle(self, exchange: Exchange) -> Response:
+        """The pipeline runs the retrieve (`Retrieval`); the answer is signed like any other."""
         answer = answer_of(exchange, self.gate)
-        if answer.problem is not None or answer.retrieve is None:
-            raise answer.problem or invalid("The request could not be read.")
-        response = await self._answer(answer.retrieve, exchange)
+        response = await exchange.pipeline.retrieve(Retrieval(self, answer), exchange)
         return self.gate.sign(answer.verified, exchange.request.scope, response)
 
-    async def _answer(self, ask: RetrieveRequest, exchange: Exchange) -> Response:
-        ctx, policy = exchange.ctx, self.policy
-        denial = policy.decide(self.aip, ask, datetime.now(UTC).date(), ctx)
-        if denial is not None:
-            raise Denied(denial)
-        limits = policy.limits(self.aip.retrieval.max_chunks, self.aip.retrieval.max_tokens)
-        source = self.sources[pick_source(self.aip, ask) or ""]
-        budget = ask.latency_budget_ms
-        try:
-            async with asyncio.timeout(budget / 1000 if budget is not None else None):
-                pieces = await read_pieces(source, ask.query_text or "", limits.max_chunks,
-                                           exchange.generation, ctx)
-        except TimeoutError:
-            ctx.upstream_error = "timeout"
-            raise errors.upstream_timeout() from None
-        supports = self.aip.retrieval.supports
-        whole = supports.full_article or not source.whole_articles
-        articles = [split(piece, self.counter, self.aip.retrieval.chunk_tokens)
-                    for piece in pieces]
-        chunks = select(articles, ask.query_text or "", limits, whole)
-        await self._record_access(ask, chunks)
-        return render.ok(ask.request_id, chunks, self.aip.publisher.name, limits,
-                         supports.citations)
+    def cut(self, source: CompiledSource, hits: list[Hit], query: str) -> list[Chunk]:
+        """The chunks an answer carries, cut from the hits' texts within the limits."""
+        retrieval = self.aip.retrieval
+        whole = retrieval.supports.full_article or not source.whole_articles
+        articles = [split(piece, self.counter, retrieval.chunk_tokens)
+                    for piece in pieces(hits)]
+        return select(articles, query, self.limits, whole)
 
-    async def _record_access(self, ask: RetrieveRequest, chunks: list[Chunk]) -> None:
+    async def record_access(self, ask: RetrieveRequest, chunks: list[Chunk]) -> None:
         """Recorded before the content leaves: no record, no content. The request id is issued
         first, so a failure there leaves no access event for content never sent."""
         if self.ledger is not None:
@@ -118,6 +112,62 @@ class Retriever:
             publisher_domain=publisher.domain, platform_id=ask.platform_id,
             chunks_returned=len(chunks), token_count=sum(c.token_count for c in chunks))
         await store_event(self.sink, event)
+
+
+class Retrieval:
+    """One retrieve as the pipeline runs it (`pipeline.CollectingSurface`), in the spec's order
+    of decisions: access and scope as it is parsed; the policy packs' `aip_retrieve` rules (the
+    query's ask) and who reads the source, by the policy stage; what the publisher can serve
+    before any upstream call; then the source's hits the caller may see, cut into chunks."""
+
+    name = "aip"
+
+    def __init__(self, retriever: Retriever, answer: AipAnswer) -> None:
+        self.retriever = retriever
+        self.answer = answer
+        self.chunks: list[Chunk] = []
+
+    @property
+    def ask(self) -> RetrieveRequest:
+        """The request admission read; one it could not read is refused (in `parse`)."""
+        if self.answer.retrieve is None:
+            raise self.answer.problem or invalid("The request could not be read.")
+        return self.answer.retrieve
+
+    async def parse(self, request: Request, ctx: RequestContext) -> Query:
+        ask, aip = self.ask, self.retriever.aip
+        denial = refusal(aip, ask, datetime.now(UTC).date())
+        if denial is not None:
+            raise Denied(denial)
+        return Query(
+            text=ask.query_text, top_k=self.retriever.limits.max_chunks,
+            collection=pick_source(aip, ask),
+            asks=(Ask("aip_retrieve", "retrieve", ctx.principal, {
+                "platform": ask.platform, "placement": ask.placement, "uses": ask.uses}),))
+
+    async def collect(self, query: Query, ctx: RequestContext, stages: Stages) -> list[Hit]:
+        """The hits the caller may see, within the request's latency budget; their chunks are
+        cut and the access recorded here, before anything is rendered."""
+        ask, retriever = self.ask, self.retriever
+        denial = unsupported(retriever.aip, ask)
+        if denial is not None:
+            raise Denied(denial)
+        source = retriever.sources[query.collection or ""]
+        budget = ask.latency_budget_ms
+        try:
+            async with asyncio.timeout(budget / 1000 if budget is not None else None):
+                hits = await read_hits(source, query.text or "", query.top_k, stages)
+        except TimeoutError:
+            ctx.upstream_error = "timeout"
+            raise errors.upstream_timeout() from None
+        self.chunks = retriever.cut(source, hits, query.text or "")
+        await retriever.record_access(ask, self.chunks)
+        return hits
+
+    def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
+        aip = self.retriever.aip
+        return render.ok(self.ask.request_id, self.chunks, aip.publisher.name,
+                         self.retriever.limits, aip.retrieval.supports.citations)
 
 
 def routes(aip: Aip, sources: dict[str, CompiledSource], policy: AipPolicy,
