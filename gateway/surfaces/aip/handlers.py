@@ -1,8 +1,9 @@
-"""`POST /pag/retrieve`: admitted by the pipeline (a signature, else authentication; then the
-rate limit, keyed on the platform the body declares), validated, decided, then the sources are
-read and answered with chunks, a denial or an error, never both content and denial; an ok
-answer is recorded first: its request id as issued to the platform (what citation events must
-name) and an access event."""
+"""`POST /pag/retrieve` on the shared pipeline. It admits the request (a signature, else
+authentication; then the rate limit, keyed on the platform the body declares: see
+`RetrieveAdmission`) and runs it as a `Retrieval`: parsed, decided, the source read through the
+pipeline's stages, and answered with chunks, a denial or an error, never both content and
+denial; an ok answer is recorded first: its request id as issued to the platform (what citation
+events must name) and an access event."""
 
 from __future__ import annotations
 
@@ -128,32 +129,33 @@ class Retrieval:
         self.chunks: list[Chunk] = []
 
     @property
-    def ask(self) -> RetrieveRequest:
-        """The request admission read; one it could not read is refused (in `parse`)."""
+    def wanted(self) -> RetrieveRequest:
+        """The retrieve request as admission read it; one it could not read is refused (as it
+        is parsed)."""
         if self.answer.retrieve is None:
             raise self.answer.problem or invalid("The request could not be read.")
         return self.answer.retrieve
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
-        ask, aip = self.ask, self.retriever.aip
-        denial = refusal(aip, ask, datetime.now(UTC).date())
+        wanted, aip = self.wanted, self.retriever.aip
+        denial = refusal(aip, wanted, datetime.now(UTC).date())
         if denial is not None:
             raise Denied(denial)
         return Query(
-            text=ask.query_text, top_k=self.retriever.limits.max_chunks,
-            collection=pick_source(aip, ask),
+            text=wanted.query_text, top_k=self.retriever.limits.max_chunks,
+            collection=pick_source(aip, wanted),
             asks=(Ask("aip_retrieve", "retrieve", ctx.principal, {
-                "platform": ask.platform, "placement": ask.placement, "uses": ask.uses}),))
+                "platform": wanted.platform, "placement": wanted.placement, "uses": wanted.uses}),))
 
     async def collect(self, query: Query, ctx: RequestContext, stages: Stages) -> list[Hit]:
         """The hits the caller may see, within the request's latency budget; their chunks are
         cut and the access recorded here, before anything is rendered."""
-        ask, retriever = self.ask, self.retriever
-        denial = unsupported(retriever.aip, ask)
+        wanted, retriever = self.wanted, self.retriever
+        denial = unsupported(retriever.aip, wanted)
         if denial is not None:
             raise Denied(denial)
         source = retriever.sources[query.collection or ""]
-        budget = ask.latency_budget_ms
+        budget = wanted.latency_budget_ms
         try:
             async with asyncio.timeout(budget / 1000 if budget is not None else None):
                 hits = await read_hits(source, query.text or "", query.top_k, stages)
@@ -161,12 +163,12 @@ class Retrieval:
             ctx.upstream_error = "timeout"
             raise errors.upstream_timeout() from None
         self.chunks = retriever.cut(source, hits, query.text or "")
-        await retriever.record_access(ask, self.chunks)
+        await retriever.record_access(wanted, self.chunks)
         return hits
 
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
         aip = self.retriever.aip
-        return render.ok(self.ask.request_id, self.chunks, aip.publisher.name,
+        return render.ok(self.wanted.request_id, self.chunks, aip.publisher.name,
                          self.retriever.limits, aip.retrieval.supports.citations)
 
 
