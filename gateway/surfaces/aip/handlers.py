@@ -100,17 +100,17 @@ class Retriever:
                     for piece in pieces(hits)]
         return select(articles, query, self.limits, whole)
 
-    async def record_access(self, ask: RetrieveRequest, chunks: list[Chunk]) -> None:
+    async def record_access(self, wanted: RetrieveRequest, chunks: list[Chunk]) -> None:
         """Recorded before the content leaves: no record, no content. The request id is issued
         first, so a failure there leaves no access event for content never sent."""
         if self.ledger is not None:
-            await self.ledger.issue(ask.platform, ask.request_id)
+            await self.ledger.issue(wanted.platform, wanted.request_id)
         if self.sink is None:
             return
         publisher = self.aip.publisher
         event = access_event(
-            request_id=ask.request_id, publisher_id=publisher.id,
-            publisher_domain=publisher.domain, platform_id=ask.platform_id,
+            request_id=wanted.request_id, publisher_id=publisher.id,
+            publisher_domain=publisher.domain, platform_id=wanted.platform_id,
             chunks_returned=len(chunks), token_count=sum(c.token_count for c in chunks))
         await store_event(self.sink, event)
 

@@ -96,7 +96,7 @@ async def read_hits(source: CompiledSource, query: str, hits_wanted: int,
     if source.article is not None:
         # A hit the search already shows hidden is never read; the others are judged on the
         # article's visibility (or the search hit's, when the article does not give one).
-        hits = _not_shown_hidden(hits, stages)
+        hits = _less_hidden_by_search(hits, stages)
         articles = await asyncio.gather(*(_article(source.article, hit, stages)
                                           for hit in hits))
         hits = [hit for hit in articles if hit is not None]
@@ -108,7 +108,8 @@ def pieces(hits: list[Hit]) -> list[Piece]:
     return [piece for hit in hits if (piece := _piece(hit)) is not None]
 
 
-def _not_shown_hidden(hits: list[Hit], stages: Stages) -> list[Hit]:
+def _less_hidden_by_search(hits: list[Hit], stages: Stages) -> list[Hit]:
+    """The hits, less those whose visibility the search gives and the caller may not see."""
     judged = [hit for hit in hits if "visibility" in hit.metadata]
     if not judged:
         return hits
