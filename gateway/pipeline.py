@@ -359,7 +359,7 @@ class Pipeline:
             ctx.principal = outcome
 
     async def limit(self, ctx: RequestContext) -> None:
-        """Count the request; surfaces whose rate-limit key is in the body call it once parsed."""
+        """Count the request (a body-first route has learnt its rate-limit key by now)."""
         with _stage("aigw.rate_limit", self.limiter, Unlimited):
             decision = await self.limiter.check(ctx)
             tracing.annotate({"aigw.ratelimit.result": "allowed" if decision.allowed
