@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from ipaddress import ip_address
 
 import httpx
+import orjson
 import pytest
 
 from gateway.context import RequestContext
@@ -145,6 +146,31 @@ async def test_an_explicitly_allowed_network_is_reached(echo: str):
     assert answer.status == 200 and b"/echo/ok" in answer.body
 
 
+async def test_a_get_sends_no_body_and_meets_the_same_rules(echo: str):
+    client = EgressClient(egress(port_of(echo), allow=["127.0.0.1/32"]),
+                          StubResolver(["127.0.0.1"]))
+    answer = await client.get(f"http://agent.test:{port_of(echo)}/echo/look?q=g%2B%2B", {})
+    echoed = orjson.loads(answer.body)
+    assert (echoed["method"], echoed["raw_path"], echoed["query"]) == ("GET", "/echo/look",
+                                                                      "q=g%2B%2B")
+    assert echoed["body_length"] == 0
+    assert not {name for name, _ in echoed["headers"]} & {"content-length", "content-type",
+                                                           "transfer-encoding"}
+    put = orjson.loads((await client.request("PUT", f"http://agent.test:{port_of(echo)}/echo/p",
+                                             b"{}", {})).body)
+    assert put["method"] == "PUT" and put["body_length"] == 2
+    for method, body in (("GET", b"{}"), ("POST", None), ("DELETE", None), ("PATCH", b"{}")):
+        with pytest.raises(ValueError):
+            await client.request(method, f"http://agent.test:{port_of(echo)}/echo/x", body, {})
+    await client.aclose()
+    before = received(echo)
+    metadata = EgressClient(egress(port_of(echo)), StubResolver(["169.254.169.254"]))
+    with pytest.raises(EgressRefused):
+        await metadata.get(f"http://agent.test:{port_of(echo)}/echo/x", {})
+    await metadata.aclose()
+    assert received(echo) == before
+
+
 def test_the_breaker_opens_refuses_then_closes_after_a_successful_trial():
     now = [0.0]
     breaker = Breaker(failures=3, open_seconds=10, clock=lambda: now[0])
@@ -215,7 +241,8 @@ class ScriptedCalls:
     def __init__(self, status: int = 200, error: BaseException | None = None) -> None:
         self.status, self.error, self.calls = status, error, 0
 
-    async def post_registered(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
+    async def call_registered(self, method: str, url: str, body: bytes | None,
+                              headers: dict[str, str]) -> Answer:
         self.calls += 1
         if self.error is not None:
             raise self.error

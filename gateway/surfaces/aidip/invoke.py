@@ -191,7 +191,7 @@ class Invoker:
         headers = {"content-type": "application/json", "accept": "application/json",
                    "x-request-id": ctx.request_id, "via": "1.1 aigw"}
         try:
-            return await self.calls.post_registered(url, body, headers)
+            return await self.calls.call_registered("POST", url, body, headers)
         except EgressRefused:
             raise AgentFailure("refused") from None
         except EgressFailed as exc:
