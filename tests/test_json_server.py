@@ -366,7 +366,6 @@ def test_aidip_invokes_a_post_operation_of_json_server(gateway: str, upstream: s
     assert refused.status_code == 401
 
 
-@xfail("issue 21 item 4: AIDIP operations may only be POST or PUT")
 def test_aidip_invokes_a_get_operation_of_json_server(inprocess_factory, upstream: str,
                                                      tmp_path: Path):
     config = example_config(upstream, tmp_path)
