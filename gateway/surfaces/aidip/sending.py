@@ -58,19 +58,28 @@ def inputs_problem(method: str, inputs: dict[str, Any], path: str = "") -> str |
         return "expected type: object (each field becomes a query parameter or a path segment)"
     properties = inputs.get("properties", {})
     properties = properties if isinstance(properties, dict) else {}
-    required = inputs.get("required", [])
+    problem = _placeholder_problem(placeholders, properties, inputs.get("required", []))
+    if problem is None and method == "GET":
+        problem = _query_problem(properties, inputs.get("additionalProperties"))
+    return problem
+
+
+def _placeholder_problem(placeholders: list[str], properties: dict[str, Any],
+                         required: Any) -> str | None:
     for name in placeholders:
         if name not in properties or name not in required \
                 or not _scalar(properties[name], null=False):
             return f"{{{name}}} in the path: expected a required input property that is a " \
                    "string, number, integer or boolean"
-    if method == "GET":
-        for name, schema in properties.items():
-            if not _scalar(schema, null=True):
-                return f"property '{name}': {_QUERY_ONLY_SCALARS}"
-        extra = inputs.get("additionalProperties")
-        if isinstance(extra, dict) and not _scalar(extra, null=True):
-            return f"additionalProperties: {_QUERY_ONLY_SCALARS}"
+    return None
+
+
+def _query_problem(properties: dict[str, Any], additional: Any) -> str | None:
+    for name, schema in properties.items():
+        if not _scalar(schema, null=True):
+            return f"property '{name}': {_QUERY_ONLY_SCALARS}"
+    if isinstance(additional, dict) and not _scalar(additional, null=True):
+        return f"additionalProperties: {_QUERY_ONLY_SCALARS}"
     return None
 
 
