@@ -69,15 +69,25 @@ class UpstreamCalls:
         document = await call_upstream_json(call, ctx, self._identity(ctx))
         return _mapped(call, ctx, lambda: call.mapping.items_of(document))
 
-    async def send(self, upstream: str, method: str, path: str, body: bytes,
+    async def send(self, upstream: str, method: str, target: str, body: bytes | None,
                    ctx: RequestContext, *, headers: Sequence[tuple[bytes, bytes]] = (),
                    max_bytes: int = MAX_UPSTREAM_JSON_BYTES) -> RawAnswer:
-        """One JSON body sent to a configured upstream, for a surface that judges the answer
-        itself (its status, type and body); `headers` go after the caller's identity. Transport
-        failures raise `UpstreamError`, an answer past `max_bytes` `AnswerTooLarge`."""
-        target = self.targets[upstream]
-        return await _exchange(target, method, target.url + path, body, ctx,
+        """One request to `target` (a path and query) on a configured upstream, with a JSON
+        body (none for a GET), for a surface that judges the answer itself (its status, type
+        and body); `headers` go after the caller's identity. A URL past
+        `MAX_UPSTREAM_URL_BYTES` is a 400 before anything is sent; transport failures raise
+        `UpstreamError`, an answer past `max_bytes` `AnswerTooLarge`."""
+        if method == "GET" and body is not None:
+            raise ValueError("a GET carries no body")
+        url = self.url(upstream, target)
+        if too_long(url):
+            raise errors.upstream_url_too_long()
+        return await _exchange(self.targets[upstream], method, url, body, ctx,
                                [*self._identity(ctx), *headers], max_bytes)
+
+    def url(self, upstream: str, target: str) -> str:
+        """The URL of `target` (a path and query) on a configured upstream."""
+        return self.targets[upstream].url + target
 
     def _call(self, operation: Operation[K], values: K) -> UpstreamCall:
         return operation.call(self.targets[operation.settings.upstream], values)
@@ -109,7 +119,7 @@ async def call_upstream_json(
     url = call.target.url + call.path
     if call.params:
         url += "?" + urlencode(call.params, doseq=True)
-    if len(url.encode()) > MAX_UPSTREAM_URL_BYTES:
+    if too_long(url):
         raise errors.upstream_url_too_long()
     body = orjson.dumps(call.json) if call.json is not None else None
     try:
@@ -132,6 +142,11 @@ async def call_upstream_json(
     except orjson.JSONDecodeError:
         ctx.upstream_error = "protocol"
         raise errors.upstream_protocol_error() from None
+
+
+def too_long(url: str) -> bool:
+    """Whether `url` is longer than upstream servers accept (`MAX_UPSTREAM_URL_BYTES`)."""
+    return len(url.encode()) > MAX_UPSTREAM_URL_BYTES
 
 
 async def _exchange(target: ProxyTarget, method: str, url: str, body: bytes | None,

@@ -366,24 +366,40 @@ def test_aidip_invokes_a_post_operation_of_json_server(gateway: str, upstream: s
     assert refused.status_code == 401
 
 
-@xfail("issue 21 item 4: AIDIP operations may only be POST or PUT")
-def test_aidip_invokes_a_get_operation_of_json_server(inprocess_factory, upstream: str,
-                                                     tmp_path: Path):
-    config = example_config(upstream, tmp_path)
-    config["aidip"]["agents"]["lookup"] = {
-        "name": "Package lookup", "description": "Finds packages by exact name.",
-        "capabilities": ["lookup"],
-        "operations": [{
-            "name": "find", "description": "The packages of that name.", "upstream": "debian",
-            "method": "GET", "path": "/packages",
-            "inputs": {"type": "object", "required": ["name"],
-                       "properties": {"name": {"type": "string", "minLength": 1}}},
-            "outputs": {"type": "array", "items": {"type": "object", "required": ["id"]}}}]}
-    gateway = inprocess_factory(config)
-    response = httpx.post(f"{gateway.url}/agents/lookup/invoke/find", json={"name": "g++"},
+@pytest.mark.parametrize("identifier", [identifier for collection, identifier in HARD_IDS
+                                        if collection == "packages"])
+def test_aidip_invokes_a_get_operation_of_json_server(gateway: str,
+                                                     db: dict[str, dict[str, dict]],
+                                                     identifier: str):
+    present(db, "packages", identifier)
+    package = db["packages"][identifier]
+    response = httpx.post(f"{gateway}/agents/packages/invoke/get", json={"id": identifier},
                           headers=OWNER)
     assert response.status_code == 200, response.text
-    assert [row["id"] for row in response.json()] == ["g++"]
+    assert response.json() == package  # json-server's record, read with GET /packages/{id}
+    found = httpx.post(f"{gateway}/agents/packages/invoke/find",
+                       json={"name": package["name"]}, headers=OWNER)
+    assert found.status_code == 200, found.text
+    assert [row["id"] for row in found.json()] == \
+        [key for key, row in db["packages"].items() if row["name"] == package["name"]]
+
+
+def test_aidip_get_operations_of_json_server_refuse_what_they_cannot_send(gateway: str,
+                                                                          db: dict):
+    section = db["packages"]["g++"]["section"]
+    found = httpx.post(f"{gateway}/agents/packages/invoke/find", json={"section": section},
+                       headers=OWNER)
+    assert sorted(row["id"] for row in found.json()) == \
+        sorted(key for key, row in db["packages"].items() if row["section"] == section)
+    missing = httpx.post(f"{gateway}/agents/packages/invoke/get", json={"id": "no-such"},
+                         headers=OWNER)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NotFound"
+    for body in ({"id": ".."}, {"id": ["g++"]}, {"id": "x" * 257}, {"name": "g++", "x": 1}):
+        refused = httpx.post(f"{gateway}/agents/packages/invoke/get", json=body, headers=OWNER)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["code"] == "InvalidInput"
+    assert httpx.post(f"{gateway}/agents/packages/invoke/get", json={"id": "g++"},
+                      headers=APP).status_code == 403  # needs packages:read
 
 
 # --------------------------------------------------------------------------- upstream URLs
