@@ -37,6 +37,11 @@ UPSTREAM_ERRORS = Counter(
     "aigw_upstream_errors_total", "Failed upstream calls by kind (connect, timeout, protocol).",
     ["upstream", "kind"],
 )
+BODY_URL_REWRITES = Counter(
+    "aigw_body_url_rewrites_total",
+    "Passthrough JSON bodies of upstreams with rewrite_body_urls, by result (rewritten, "
+    "unchanged, too_large, encoded, partial).", ["upstream", "result"],
+)
 CONFIG_RELOADS = Counter(
     "aigw_config_reloads_total", "Config reload attempts by result (success, failure).", ["result"],
 )

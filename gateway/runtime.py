@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from gateway import observability, registry
 from gateway.auth.forwarding import IdentityForwarding
+from gateway.body_urls import JsonBodyUrls
 from gateway.cors import DocumentCors
 from gateway.discovery import core_documents
 from gateway.gctune import refreeze
@@ -225,11 +226,16 @@ def _mount_surfaces(loaded: LoadedConfig, lease: Lease) -> list[Mount]:
 
 
 def _target(name: str, upstream: Upstream, transport: Transport) -> ProxyTarget:
-    extra = tuple((k.lower().encode("latin-1"), v.encode("latin-1"))
-                  for k, v in upstream.add_headers.items())
-    redirects = UpstreamOrigin.from_url(upstream.url) if upstream.rewrite_redirects else None
+    added = {k.lower(): v for k, v in upstream.add_headers.items()}
+    origin = UpstreamOrigin.from_url(upstream.url)
+    body_urls = None
+    if upstream.rewrite_body_urls:
+        body_urls = JsonBodyUrls.of(name, origin, upstream.rewrite_body_max_bytes)
+        added.setdefault("accept-encoding", "identity")  # an encoded body cannot be rewritten
+    extra = tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in added.items())
+    redirects = origin if upstream.rewrite_redirects else None
     return ProxyTarget(name, upstream.url, _host_field(upstream.url), upstream.preserve_host,
-                       transport, extra, redirects)
+                       transport, extra, redirects, body_urls)
 
 
 def _host_field(url: str) -> bytes:
