@@ -42,6 +42,11 @@ BODY_URL_REWRITES = Counter(
     "Passthrough JSON bodies of upstreams with rewrite_body_urls, by result (rewritten, "
     "unchanged, too_large, encoded, partial).", ["upstream", "result"],
 )
+SURFACE_UPSTREAM_URLS = Counter(
+    "aigw_surface_upstream_urls_total",
+    "Values naming a configured upstream's URL that reached a surface, by the upstream named "
+    "and action (rewritten, dropped).", ["upstream", "action"],
+)
 CONFIG_RELOADS = Counter(
     "aigw_config_reloads_total", "Config reload attempts by result (success, failure).", ["result"],
 )

@@ -33,9 +33,10 @@ from gateway.policy.decisionlog import DecisionLog
 from gateway.proxy import ProxyOptions, ProxyTarget
 from gateway.redirects import UpstreamOrigin
 from gateway.routing import PathOwners
-from gateway.settings import Upstream
+from gateway.settings import Settings, Upstream
 from gateway.surface import Mount, MountContext
 from gateway.upstream import Transport, TransportFactory, create_transport
+from gateway.upstream_urls import UpstreamUrls
 
 if TYPE_CHECKING:
     from gateway.upstream.egress.client import EgressClient
@@ -76,7 +77,8 @@ class Generation:
         self.identity = IdentityForwarding(settings.auth)
         self.pipeline = Pipeline.from_config(loaded, public, _counter(loaded, lease),
                                              self.resources, _failure_store(loaded, lease),
-                                             self.targets, egress=_egress(self.mounts, lease))
+                                             self.targets, egress=_egress(self.mounts, lease),
+                                             urls=_upstream_urls(settings, self.owners))
         self.revision = loaded.bundle.revision if loaded.bundle is not None else "none"
         self.active = 0
         self.retired = False
@@ -236,6 +238,11 @@ def _target(name: str, upstream: Upstream, transport: Transport) -> ProxyTarget:
     redirects = origin if upstream.rewrite_redirects else None
     return ProxyTarget(name, upstream.url, _host_field(upstream.url), upstream.preserve_host,
                        transport, extra, redirects, body_urls)
+
+
+def _upstream_urls(settings: Settings, owners: PathOwners) -> UpstreamUrls:
+    origins = {name: UpstreamOrigin.from_url(up.url) for name, up in settings.upstreams.items()}
+    return UpstreamUrls(origins, settings.public_base_url, settings.default_upstream, owners.owns)
 
 
 def _host_field(url: str) -> bytes:

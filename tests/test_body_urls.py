@@ -1,6 +1,7 @@
-"""Upstream URLs in passthrough JSON bodies, rewritten when an upstream opts in
-(`rewrite_body_urls`). Client -> in-process aigw -> an upstream in memory; json-server does the
-same for real in tests/test_json_server.py."""
+"""Upstream URLs in bodies: passthrough JSON bodies rewritten when an upstream opts in
+(`rewrite_body_urls`), and values surfaces receive rewritten or dropped (gateway.upstream_urls).
+Client -> in-process aigw -> an upstream in memory; json-server does the same for real in
+tests/test_json_server.py."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+from aidre_config import aidre_gateway_config
 from inprocess import InProcessGateway
 
 from gateway.body_urls import JsonBodyUrls, is_json
 from gateway.redirects import UpstreamOrigin
 from gateway.upstream.memory import Reply, UpstreamRequest
+from gateway.upstream_urls import UpstreamUrls
 
 PUBLIC = "https://api.example.com"
 UPSTREAM = "http://legacy.internal:8081"
@@ -190,3 +193,87 @@ def test_without_public_base_url_the_origin_the_client_used(inprocess_factory):
         "legacy": {"url": UPSTREAM, "rewrite_body_urls": True}}}, {"legacy": legacy})
     response = httpx.get(plain.url + "/json", headers={"host": "shop.example:8443"})
     assert response.json()["self"] == "http://shop.example:8443/items/1"
+
+
+# --------------------------------------------------------------------------- surface values
+
+
+def urls(public: str | None = PUBLIC, passthrough: str | None = "legacy") -> UpstreamUrls:
+    origins = {"legacy": UpstreamOrigin.from_url(UPSTREAM + "/api"),
+               "search": UpstreamOrigin.from_url("http://search.internal:9200")}
+    return UpstreamUrls(origins, public, passthrough, lambda path: path.startswith("/search"))
+
+
+def scrub(guard: UpstreamUrls, document: Any) -> Any:
+    return guard.scrub(document, json.dumps(document).encode())
+
+
+def test_a_url_the_gateway_passes_through_is_rewritten_onto_the_public_base():
+    document = {"items": [{"href": f"{UPSTREAM}/api/items/1?x=1", "n": 1}]}
+    assert scrub(urls(), document) == {"items": [{"href": f"{PUBLIC}/items/1?x=1", "n": 1}]}
+    assert urls().public("HTTP://LEGACY.INTERNAL:8081/api/a%20b") == f"{PUBLIC}/a%20b"
+    assert urls().public("http:\\\\legacy.internal:8081/api/x") == f"{PUBLIC}/x"
+
+
+@pytest.mark.parametrize("value", [
+    f"{UPSTREAM}/api/search?q=x",  # a surface answers that path, not the upstream
+    f"{UPSTREAM}/other",  # outside the base path
+    "http://search.internal:9200/idx/_doc/1",  # an upstream no path passes through to
+    "//search.internal:9200/idx/_doc/1", "http:\\\\search.internal:9200/x",  # as browsers read it
+])
+def test_any_other_upstream_url_is_dropped(value: str):
+    assert scrub(urls(), {"a": value, "b": [value, "kept"], "c": 1}) == {"b": ["kept"], "c": 1}
+
+
+def test_without_public_base_url_every_upstream_url_is_dropped():
+    assert scrub(urls(public=None), [f"{UPSTREAM}/api/x", "https://elsewhere/x"]) \
+        == ["https://elsewhere/x"]
+
+
+def test_values_that_are_no_upstream_url_are_kept_as_they_are():
+    document = {"text": f"see {UPSTREAM}/api/x", "url": "https://elsewhere/x", "path": "/api/x",
+                "deep": [[[[{"id": "legacy.internal:8081"}]]]]}
+    assert scrub(urls(), json.loads(json.dumps(document))) == document
+
+
+def test_a_document_that_names_no_upstream_host_is_not_walked():
+    document = {"a": f"{UPSTREAM}/api/x"}
+    assert urls().scrub(document, b'{"unrelated": true}') is document
+    assert document == {"a": f"{UPSTREAM}/api/x"}  # untouched: its raw text said no host
+
+
+def test_deep_documents_are_walked_without_recursion():
+    document: Any = f"{UPSTREAM}/api/x"
+    for _ in range(5000):
+        document = [document]
+    cleaned = urls().scrub(document, UPSTREAM.encode())  # json.dumps would recurse
+    for _ in range(5000):
+        cleaned = cleaned[0]
+    assert cleaned == f"{PUBLIC}/x"
+
+
+def articles(request: UpstreamRequest) -> Reply:
+    """A help-centre search whose hits carry the upstream's own URLs."""
+    items = [{"id": "a1", "snippet": f"Quoted: {UPSTREAM}/api/a1", "score": 2.0,
+              "title": "Passed through", "url": f"{UPSTREAM}/api/articles/a1",
+              "category": f"{UPSTREAM}/api/search"},  # a path AIDRE answers itself
+             {"id": "a2", "snippet": "Elsewhere", "score": 1.0, "title": "Public",
+              "url": "https://help.example.com/a2", "category": "billing"}]
+    return Reply.json({"items": items})
+
+
+def test_a_surface_answer_has_the_public_url_or_none(inprocess_factory, tmp_path):
+    config = aidre_gateway_config(UPSTREAM + "/api", tmp_path, default_upstream="helpcentre")
+    gateway = inprocess_factory(config, {"helpcentre": articles})
+    before = gateway.metric("aigw_surface_upstream_urls_total", upstream="helpcentre",
+                            action="dropped")
+    response = httpx.post(gateway.url + "/search",
+                          json={"query": "login", "collection": "articles"})
+    assert response.status_code == 200, response.text
+    first, second = response.json()["results"]
+    assert first["source"]["url"] == "https://ai.example.com/articles/a1"
+    assert "category" not in first["metadata"]  # /search is AIDRE's: no public form
+    assert first["text"] == f"Quoted: {UPSTREAM}/api/a1"  # prose is text, not a URL
+    assert second["source"]["url"] == "https://help.example.com/a2"
+    assert gateway.metric("aigw_surface_upstream_urls_total", upstream="helpcentre",
+                          action="dropped") == before + 1
