@@ -27,7 +27,13 @@ from urllib.parse import unquote
 
 from gateway.observability import SURFACE_UPSTREAM_URLS
 from gateway.redirects import UpstreamOrigin
+from gateway.settings import Settings
 
+# Field names that hold URLs: url, next, self, next_url, image-uri, nextUrl, selfLink, ...
+_URL_NAME = re.compile(r"(?:^|[_\-])(?:url|uri|href|link|next|prev|previous|self)$",
+                       re.IGNORECASE)
+_CAMEL_URL_NAME = re.compile(r"[a-z0-9](?:Url|URL|Uri|URI|Href|Link)$")
+_JMESPATH_NAME = re.compile(r'"((?:[^"\\]|\\.)*)"|([A-Za-z_][A-Za-z0-9_]*)')
 # What a URL naming an origin opens with, leading C0 and spaces aside: a scheme or "//" ("\\").
 _MAY_BE_URL = re.compile(r"[\x00-\x20]*(?:[A-Za-z][A-Za-z0-9+.\-]*:|[/\\]{2})")
 
@@ -119,3 +125,30 @@ class UpstreamUrls:
         if self._surface_owns(path):
             return None  # the gateway answers that path itself, not with the upstream
         return self._public + rest
+
+
+def url_field_warnings(settings: Settings, where: str, mapped: Mapping[str, Any]
+                       ) -> list[tuple[str, str]]:
+    """Config warnings for the fields of a mapping (name -> JMESPath expression) at `where`
+    that look like URLs while `public_base_url` is unset: every upstream URL among their
+    values is then dropped, none rewritten."""
+    if settings.public_base_url:
+        return []
+    example = next(iter(settings.upstreams.values())).url
+    return [(f"{where}.{name}",
+             f"{name!r} looks like a URL: without public_base_url a value naming a "
+             f"configured upstream (such as {example}/...) is dropped from answers rather "
+             "than rewritten onto the gateway's public URL; set public_base_url")
+            for name, expression in mapped.items()
+            if looks_like_url(name) or (isinstance(expression, str)
+                                        and looks_like_url(_last_name(expression)))]
+
+
+def looks_like_url(name: str) -> bool:
+    return bool(_URL_NAME.search(name) or _CAMEL_URL_NAME.search(name))
+
+
+def _last_name(expression: str) -> str:
+    """The last field a JMESPath expression names: `_links.next.href` -> `href`."""
+    names = _JMESPATH_NAME.findall(expression)
+    return (names[-1][0] or names[-1][1]) if names else ""
