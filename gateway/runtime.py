@@ -241,8 +241,8 @@ def _target(name: str, upstream: Upstream, transport: Transport) -> ProxyTarget:
 
 
 def _upstream_urls(settings: Settings, owners: PathOwners) -> UpstreamUrls:
-    origins = {name: UpstreamOrigin.from_url(up.url) for name, up in settings.upstreams.items()}
-    return UpstreamUrls(origins, settings.public_base_url, settings.default_upstream, owners.owns)
+    return UpstreamUrls({name: up.url for name, up in settings.upstreams.items()},
+                        settings.public_base_url, settings.default_upstream, owners.owns)
 
 
 def _host_field(url: str) -> bytes:

@@ -14,8 +14,9 @@ scheme, host and port, as browsers read a URL; see `gateway.redirects`) is
 
 Without `public_base_url` nothing is rewritten: what a surface reads may be kept and served to
 many callers, so its URLs cannot come from one request's `Host`. Only whole values are URLs; a
-URL inside prose is text. Before any walk, the raw body is searched for the upstreams'
-host names: an answer that names none is returned as parsed, at the cost of one scan.
+URL inside prose is text. Before any walk, the raw body is searched for the upstreams' host
+names (as configured, lower- and upper-case): an answer that names none is returned as parsed,
+at the cost of one scan (about half of what parsing it cost).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from gateway.observability import SURFACE_UPSTREAM_URLS
 from gateway.redirects import UpstreamOrigin
@@ -41,24 +42,25 @@ _MAY_BE_URL = re.compile(r"[\x00-\x20]*(?:[A-Za-z][A-Za-z0-9+.\-]*:|[/\\]{2})")
 class UpstreamUrls:
     """The configured upstreams' URLs, and what a surface may give in their place."""
 
-    def __init__(self, origins: Mapping[str, UpstreamOrigin], public_base_url: str | None,
+    def __init__(self, upstream_urls: Mapping[str, str], public_base_url: str | None,
                  passthrough: str | None, surface_owns: Callable[[str], bool]) -> None:
-        """`passthrough` is the upstream unowned paths go to (`default_upstream`), and
-        `surface_owns(path)` whether a surface or a document answers a path instead."""
-        self._origins = dict(origins)
+        """`upstream_urls` are the configured upstreams' `url`s by name, `passthrough` the
+        upstream unowned paths go to (`default_upstream`), and `surface_owns(path)` whether a
+        surface or a document answers a path instead."""
+        self._origins = {name: UpstreamOrigin.from_url(url) for name, url in upstream_urls.items()}
         self._public = public_base_url.rstrip("/") if public_base_url else None
         self._passthrough = passthrough
         self._surface_owns = surface_owns
-        hosts = {origin.host for origin in self._origins.values()}
+        hosts = {_host_as_written(url) for url in upstream_urls.values()}
+        hosts |= {host.lower() for host in hosts} | {host.upper() for host in hosts}
         self._unsure = any(not host.isascii() for host in hosts)  # \u-escaped in JSON, maybe
-        self._hosts = re.compile(b"|".join(re.escape(host.encode("utf-8"))
-                                           for host in sorted(hosts)), re.IGNORECASE) \
-            if hosts else None
+        # Searched for as they are: a case-insensitive regex scans ten times slower than this.
+        self._needles = tuple(host.encode() for host in sorted(hosts) if host and host.isascii())
 
     def scrub(self, document: Any, raw: bytes) -> Any:
         """`document` (parsed from `raw`, changed in place) with every upstream URL rewritten or
         dropped; None when the document is itself such a URL, dropped."""
-        if self._hosts is None or not (self._unsure or self._hosts.search(raw)):
+        if not (self._unsure or any(needle in raw for needle in self._needles)):
             return document
         if isinstance(document, str):
             return self.public(document)
@@ -125,6 +127,14 @@ class UpstreamUrls:
         if self._surface_owns(path):
             return None  # the gateway answers that path itself, not with the upstream
         return self._public + rest
+
+
+def _host_as_written(url: str) -> str:
+    """The host of `url` in the case the config wrote it (`hostname` lower-cases it)."""
+    authority = urlsplit(url).netloc.rsplit("@", 1)[-1]
+    if authority.startswith("["):
+        return authority[1:].split("]", 1)[0]
+    return authority.split(":", 1)[0]
 
 
 def url_field_warnings(settings: Settings, where: str, mapped: Mapping[str, Any]

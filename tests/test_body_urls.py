@@ -199,9 +199,8 @@ def test_without_public_base_url_the_origin_the_client_used(inprocess_factory):
 
 
 def urls(public: str | None = PUBLIC, passthrough: str | None = "legacy") -> UpstreamUrls:
-    origins = {"legacy": UpstreamOrigin.from_url(UPSTREAM + "/api"),
-               "search": UpstreamOrigin.from_url("http://search.internal:9200")}
-    return UpstreamUrls(origins, public, passthrough, lambda path: path.startswith("/search"))
+    upstreams = {"legacy": UPSTREAM + "/api", "search": "http://Search.Internal:9200"}
+    return UpstreamUrls(upstreams, public, passthrough, lambda path: path.startswith("/search"))
 
 
 def scrub(guard: UpstreamUrls, document: Any) -> Any:
@@ -220,6 +219,7 @@ def test_a_url_the_gateway_passes_through_is_rewritten_onto_the_public_base():
     f"{UPSTREAM}/other",  # outside the base path
     "http://search.internal:9200/idx/_doc/1",  # an upstream no path passes through to
     "//search.internal:9200/idx/_doc/1", "http:\\\\search.internal:9200/x",  # as browsers read it
+    "HTTP://SEARCH.INTERNAL:9200/x", "http://Search.Internal:9200/x",  # the case forms looked for
 ])
 def test_any_other_upstream_url_is_dropped(value: str):
     assert scrub(urls(), {"a": value, "b": [value, "kept"], "c": 1}) == {"b": ["kept"], "c": 1}
