@@ -181,9 +181,10 @@ class _BodyUrls:
     def rewrite(self, body: bytes) -> bytes:
         return self.rule.rewrite(body, self.base())
 
-    def applies(self, response: UpstreamResponse) -> bool:
-        """Whether the body is JSON to rewrite; an encoded or partial one is counted and passed
-        as it is (the gateway asks for `identity`, so an upstream seldom encodes)."""
+    def applies(self, response: UpstreamResponse, counted: bool = True) -> bool:
+        """Whether the body is JSON to rewrite; an encoded or partial one is passed as it is,
+        and counted if `counted` (the gateway asks for `identity`, so an upstream seldom
+        encodes)."""
         content_type = encoding = b""
         for name, value in response.headers:
             lowered = name.lower()
@@ -193,13 +194,14 @@ class _BodyUrls:
                 encoding = value
         if not is_json(content_type):
             return False
+        refused = None
         if encoding.strip().lower() not in (b"", b"identity"):
-            self.count("encoded")
-            return False
-        if response.status == 206:  # a range of the upstream's bytes: its offsets must hold
-            self.count("partial")
-            return False
-        return True
+            refused = "encoded"
+        elif response.status == 206:  # a range: its offsets are those of the upstream's bytes
+            refused = "partial"
+        if refused is not None and counted:
+            self.count(refused)
+        return refused is None
 
     def count(self, result: str) -> None:
         BODY_URL_REWRITES.labels(self.rule.upstream, result).inc()
@@ -212,7 +214,8 @@ async def _relay(
 ) -> None:
     headers = client_response_headers(response.headers, via, rewrite, REWRITTEN_FIELDS)
     if scope["method"] == "HEAD" or response.status in _NO_BODY_STATUS:
-        if body_urls is not None and scope["method"] == "HEAD" and body_urls.applies(response):
+        if body_urls is not None and scope["method"] == "HEAD" \
+                and body_urls.applies(response, counted=False):
             # the length GET would have is unknown until its body is rewritten
             headers = [(name, value) for name, value in headers
                        if name.lower() != b"content-length"]
