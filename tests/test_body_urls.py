@@ -277,3 +277,23 @@ def test_a_surface_answer_has_the_public_url_or_none(inprocess_factory, tmp_path
     assert second["source"]["url"] == "https://help.example.com/a2"
     assert gateway.metric("aigw_surface_upstream_urls_total", upstream="helpcentre",
                           action="dropped") == before + 1
+
+
+def test_an_agents_output_has_the_public_url_or_none(inprocess_factory):
+    def lookup(request: UpstreamRequest) -> Reply:
+        return Reply.json({"id": 7, "self": f"{UPSTREAM}/items/7", "search": f"{UPSTREAM}/agents",
+                           "related": [f"{UPSTREAM}/items/8", "https://elsewhere/9"]})
+
+    operation = {"name": "lookup", "description": "An item.", "upstream": "legacy",
+                 "path": "/lookup", "inputs": {"type": "object"},
+                 "outputs": {"type": "object", "required": ["id", "self"]}}
+    gateway = inprocess_factory({
+        **config(), "rate_limits": {"storage": "memory://", "rules": [
+            {"name": "agents", "paths": ["/agents"], "limit": "1000/minute"}]},
+        "aidip": {"agents": {"items": {
+            "name": "Items", "description": "Looks items up.", "capabilities": ["lookup"],
+            "operations": [operation]}}}}, {"legacy": lookup})
+    response = httpx.post(gateway.url + "/agents/items/invoke/lookup", json={})
+    assert response.status_code == 200, response.text
+    assert response.json() == {"id": 7, "self": f"{PUBLIC}/items/7",  # /agents is AIDIP's
+                               "related": [f"{PUBLIC}/items/8", "https://elsewhere/9"]}
