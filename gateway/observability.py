@@ -37,6 +37,16 @@ UPSTREAM_ERRORS = Counter(
     "aigw_upstream_errors_total", "Failed upstream calls by kind (connect, timeout, protocol).",
     ["upstream", "kind"],
 )
+BODY_URL_REWRITES = Counter(
+    "aigw_body_url_rewrites_total",
+    "Passthrough JSON bodies of upstreams with rewrite_body_urls, by result (rewritten, "
+    "unchanged, too_large, encoded, partial).", ["upstream", "result"],
+)
+SURFACE_UPSTREAM_URLS = Counter(
+    "aigw_surface_upstream_urls_total",
+    "Values naming a configured upstream's URL that reached a surface, by the upstream named "
+    "and action (rewritten, dropped).", ["upstream", "action"],
+)
 CONFIG_RELOADS = Counter(
     "aigw_config_reloads_total", "Config reload attempts by result (success, failure).", ["result"],
 )

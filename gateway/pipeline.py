@@ -38,6 +38,7 @@ from gateway.upstream_call import (
     UpstreamCalls,
     too_long,
 )
+from gateway.upstream_urls import UpstreamUrls
 
 if TYPE_CHECKING:
     from gateway.exchange import Exchange
@@ -194,6 +195,13 @@ class Calls:
         url = target if upstream is None else self._upstream.url(upstream, target)
         return too_long(url)
 
+    def without_upstream_urls(self, document: Any, raw: bytes) -> Any:
+        """`document`, parsed from an answer to `send` (`raw`), with the URLs of configured
+        upstreams rewritten onto the public base or dropped, as in every other upstream
+        answer (gateway.upstream_urls)."""
+        urls = self._upstream.urls
+        return urls.scrub(document, raw) if urls is not None else document
+
     def registered_url_problem(self, url: str) -> str | None:
         """Why the egress rules would refuse a call to `url`, or None (for checking a URL when
         it is registered, before any call)."""
@@ -292,13 +300,14 @@ class Pipeline:
         identity: Any = None,
         targets: Mapping[str, ProxyTarget] | None = None,
         *, egress: Mapping[str, EgressClient] | None = None,
+        urls: UpstreamUrls | None = None,
     ) -> None:
         self.authenticator = authenticator or AnonymousAuthenticator()
         self.limiter = limiter or Unlimited()
         self.policy = policy or OpenPolicy()
         self.identity = identity  # IdentityForwarding: who the caller is, told to upstreams
         # The only way surfaces call upstream operations.
-        self.upstream = UpstreamCalls(targets or {}, identity)
+        self.upstream = UpstreamCalls(targets or {}, identity, urls)
         self.egress = egress or {}  # by surface: the client for URLs its clients registered
 
     @classmethod
@@ -306,13 +315,13 @@ class Pipeline:
         cls, loaded: LoadedConfig, public_paths: frozenset[str], storage: Any = None,
         resources: dict[str, Any] | None = None, failure_store: Any = None,
         targets: Mapping[str, ProxyTarget] | None = None,
-        *, egress: Mapping[str, EgressClient] | None = None,
+        *, egress: Mapping[str, EgressClient] | None = None, urls: UpstreamUrls | None = None,
     ) -> Pipeline:
         """The stages a config asks for; `storage` is the rate-limit store to count in,
         `resources` the surfaces' collections and streams the policy decides on,
         `failure_store` the `limits` storage failed authentications are counted in, and
         `targets` the upstreams operations are called on, `egress` each surface's client for
-        URLs its clients registered."""
+        URLs its clients registered, and `urls` what upstream URLs become in surface answers."""
         settings = loaded.settings
         authenticator = limiter = None
         from gateway.policy.engine import PolicyEngine
@@ -333,7 +342,7 @@ class Pipeline:
         from gateway.auth.forwarding import IdentityForwarding
 
         return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth), targets,
-                   egress=egress)
+                   egress=egress, urls=urls)
 
     async def admit(self, ctx: RequestContext, scope: Scope, *,
                     credentials_optional: bool = False) -> None:

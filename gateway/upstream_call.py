@@ -23,6 +23,7 @@ from gateway.model import Hit
 from gateway.operations import Operation, Placeholders, UpstreamCall
 from gateway.proxy import ProxyTarget
 from gateway.upstream import UpstreamError
+from gateway.upstream_urls import UpstreamUrls
 
 if TYPE_CHECKING:
     from gateway.auth.forwarding import IdentityForwarding
@@ -52,21 +53,23 @@ class UpstreamCalls:
     """One config generation's upstream targets, and who the caller is told to them as."""
 
     def __init__(self, targets: Mapping[str, ProxyTarget],
-                 identity: IdentityForwarding | None = None) -> None:
+                 identity: IdentityForwarding | None = None,
+                 urls: UpstreamUrls | None = None) -> None:
         self.targets = targets
         self.identity = identity
+        self.urls = urls  # what upstream URLs in answers become (gateway.upstream_urls)
 
     async def hits(self, operation: Operation[K], values: K, ctx: RequestContext) -> list[Hit]:
         """The operation's answer mapped onto hits."""
         call = self._call(operation, values)
-        document = await call_upstream_json(call, ctx, self._identity(ctx))
+        document = await call_upstream_json(call, ctx, self._identity(ctx), self.urls)
         return map_hits(call, document, ctx)
 
     async def items(self, operation: Operation[K], values: K, ctx: RequestContext) -> list[Any]:
         """The items of the operation's answer as the upstream sent them (for a surface that
         maps each item itself)."""
         call = self._call(operation, values)
-        document = await call_upstream_json(call, ctx, self._identity(ctx))
+        document = await call_upstream_json(call, ctx, self._identity(ctx), self.urls)
         return _mapped(call, ctx, lambda: call.mapping.items_of(document))
 
     async def send(self, upstream: str, method: str, target: str, body: bytes | None,
@@ -113,9 +116,11 @@ def _mapped(call: UpstreamCall, ctx: RequestContext, mapping: Callable[[], T]) -
 
 
 async def call_upstream_json(
-    call: UpstreamCall, ctx: RequestContext, identity: RawHeaders | None = None
+    call: UpstreamCall, ctx: RequestContext, identity: RawHeaders | None = None,
+    urls: UpstreamUrls | None = None,
 ) -> Any:
-    """Make one upstream JSON call; any failure becomes a `GatewayError` without upstream detail."""
+    """Make one upstream JSON call; any failure becomes a `GatewayError` without upstream detail.
+    The document comes back with upstream URLs rewritten or dropped by `urls`."""
     url = call.target.url + call.path
     if call.params:
         url += "?" + urlencode(call.params, doseq=True)
@@ -138,10 +143,11 @@ async def call_upstream_json(
         ctx.upstream_error = f"status_{answer.status}"
         raise errors.upstream_protocol_error()
     try:
-        return orjson.loads(answer.body)
+        document = orjson.loads(answer.body)
     except orjson.JSONDecodeError:
         ctx.upstream_error = "protocol"
         raise errors.upstream_protocol_error() from None
+    return urls.scrub(document, answer.body) if urls is not None else document
 
 
 def too_long(url: str) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -191,7 +192,10 @@ class Invoker:
                 answer = await self._call(agent, operation, request, ctx, credentials)
                 if answer.status in _RETRIABLE_STATUSES and attempt + 1 < attempts:
                     continue
-                return await _output(answer, operation)
+                # a configured upstream's URLs are the gateway's business; a registered
+                # agent's answer is its own
+                scrub = self.calls.without_upstream_urls if operation.upstream else None
+                return await _output(answer, operation, scrub)
             except AgentFailure as failure:
                 if failure.kind not in ("connect", "timeout") or attempt + 1 == attempts:
                     raise
@@ -235,7 +239,10 @@ class Invoker:
         return Answer(sent.status, sent.content_type, sent.body)
 
 
-async def _output(answer: Answer, operation: Operation) -> Any:
+async def _output(answer: Answer, operation: Operation,
+                  scrub: Callable[[Any, bytes], Any] | None = None) -> Any:
+    """The answer's JSON document, checked against the operation's outputs schema after
+    `scrub` (what upstream URLs in it become), or an `AgentFailure`/`AgentRefusal`."""
     if answer.status == 503:
         raise AgentFailure("status_503")
     if 400 <= answer.status < 500:
@@ -248,6 +255,8 @@ async def _output(answer: Answer, operation: Operation) -> Any:
         document = orjson.loads(answer.body)
     except orjson.JSONDecodeError:
         raise AgentFailure("not_json") from None
+    if scrub is not None:
+        document = scrub(document, answer.body)
     try:
         problems = await schema_problems([document], operation.outputs)
     except (Unverifiable, SchemaRefused):
