@@ -3,7 +3,7 @@ routes, every failure answered once, here, in the owner's dialect.
 
 A document answers GET and HEAD only. A surface's path goes to the first of its routes that
 matches (else 404, or 405 with `Allow`). A `SurfaceRoute` is admitted by the pipeline as it
-declares (credentials required or optional, the body read first, or left to the endpoint)
+declares (credentials required or optional, or the body read first for a signature to cover)
 before its endpoint runs; a plain ASGI route gets the request as it is.
 
 Endpoints raise `GatewayError`. This module records the error code on the request context
@@ -89,7 +89,7 @@ async def _admitted(route: SurfaceRoute, exchange: Exchange) -> Response:
     """The pipeline admits the caller as the route declares, then the endpoint answers."""
     if route.body_first is not None:
         await exchange.pipeline.admit_body_first(exchange, route.body_first)
-    elif route.admission is not Admission.SURFACE:
+    else:
         await exchange.pipeline.admit(
             exchange.ctx, exchange.request.scope,
             credentials_optional=route.admission is Admission.OPTIONAL)

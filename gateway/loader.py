@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from gateway import registry
 from gateway.generated_secrets import generated
 from gateway.policy.bundle import PolicyBundle, build_bundle, revision_of
+from gateway.policy.resources import unknown_resources
 from gateway.settings import Settings
 from gateway.warnings import core_warnings
 
@@ -252,6 +253,7 @@ def _read_policies(
         return {}, []
     files = _policy_files(folder)
     policies = {}
+    declared = registry.policy_resources(settings)
     for file in files:
         document = _read_yaml(file, env, issues)
         if document is None:
@@ -259,9 +261,10 @@ def _read_policies(
         pack = _validate(document, str(file), issues, registry.policy_pack_model())
         if pack is not None:
             policies[file.stem] = document
-            issues.extend(ConfigIssue(str(file), path, message)
-                          for surface in registry.surfaces()
-                          for path, message in surface.policy_problems(settings, pack))
+            problems = unknown_resources(declared, pack) + [
+                problem for surface in registry.surfaces()
+                for problem in surface.policy_problems(settings, pack)]
+            issues.extend(ConfigIssue(str(file), path, message) for path, message in problems)
     return policies, files
 
 

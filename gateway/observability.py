@@ -37,6 +37,16 @@ UPSTREAM_ERRORS = Counter(
     "aigw_upstream_errors_total", "Failed upstream calls by kind (connect, timeout, protocol).",
     ["upstream", "kind"],
 )
+BODY_URL_REWRITES = Counter(
+    "aigw_body_url_rewrites_total",
+    "Passthrough JSON bodies of upstreams with rewrite_body_urls, by result (rewritten, "
+    "unchanged, too_large, encoded, partial).", ["upstream", "result"],
+)
+SURFACE_UPSTREAM_URLS = Counter(
+    "aigw_surface_upstream_urls_total",
+    "Values naming a configured upstream's URL that reached a surface, by the upstream named "
+    "and action (rewritten, dropped).", ["upstream", "action"],
+)
 CONFIG_RELOADS = Counter(
     "aigw_config_reloads_total", "Config reload attempts by result (success, failure).", ["result"],
 )
@@ -77,10 +87,11 @@ POLICY_REVISION = Gauge(
     "aigw_policy_bundle_info", "The policy bundle serving (a digest of the policy files).",
     ["revision"],
 )
-PDPP_SCHEMA_VIOLATIONS = Counter(
-    "aigw_pdpp_schema_violations_total",
-    "Upstream values that break their PDPP stream's schema, by stream, field and action "
-    "(field_omitted, record_skipped).", ["stream", "field", "action"],
+SCHEMA_VIOLATIONS = Counter(
+    "aigw_schema_violations_total",
+    "Upstream values that break the schema a surface advertises for them and were not sent, "
+    "by surface, collection, field and action (field_omitted, record_skipped).",
+    ["surface", "collection", "field", "action"],
 )
 IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.",
                   multiprocess_mode="livesum")

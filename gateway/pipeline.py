@@ -32,7 +32,13 @@ from gateway.context import RequestContext
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
 from gateway.operations import Operation, Placeholders
 from gateway.proxy import ProxyTarget
-from gateway.upstream_call import MAX_UPSTREAM_JSON_BYTES, RawAnswer, UpstreamCalls
+from gateway.upstream_call import (
+    MAX_UPSTREAM_JSON_BYTES,
+    RawAnswer,
+    UpstreamCalls,
+    too_long,
+)
+from gateway.upstream_urls import UpstreamUrls
 
 if TYPE_CHECKING:
     from gateway.exchange import Exchange
@@ -163,9 +169,10 @@ class Stages:
 
 class Calls:
     """The upstream calls a surface endpoint may make for one request outside retrieval,
-    judging each answer itself: a body sent to a configured upstream (with the caller's
-    identity, as every upstream call), and a POST to a URL a client registered, through the
-    locked-down egress client the runtime built from the surface's `Mount.egress` rules."""
+    judging each answer itself: a request sent to a configured upstream (with the caller's
+    identity, as every upstream call), and one to a URL a client registered, through the
+    locked-down egress client the runtime built from the surface's `Mount.egress` rules. A GET
+    carries no body; no URL longer than `MAX_UPSTREAM_URL_BYTES` is ever sent."""
 
     __slots__ = ("_ctx", "_egress", "_upstream")
 
@@ -173,13 +180,27 @@ class Calls:
                  ctx: RequestContext) -> None:
         self._upstream, self._egress, self._ctx = upstream, egress, ctx
 
-    def send(self, upstream: str, method: str, path: str, body: bytes, *,
+    def send(self, upstream: str, method: str, target: str, body: bytes | None, *,
              headers: Sequence[tuple[bytes, bytes]] = (),
              max_bytes: int = MAX_UPSTREAM_JSON_BYTES) -> Awaitable[RawAnswer]:
-        """`body` sent to a configured upstream (see `UpstreamCalls.send`): transport failures
-        raise `UpstreamError`, an answer past `max_bytes` `AnswerTooLarge`."""
-        return self._upstream.send(upstream, method, path, body, self._ctx, headers=headers,
+        """`body` (None for a GET) sent to `target` (a path and query) on a configured
+        upstream (see `UpstreamCalls.send`): transport failures raise `UpstreamError`, an
+        answer past `max_bytes` `AnswerTooLarge`, a URL too long a 400 `GatewayError`."""
+        return self._upstream.send(upstream, method, target, body, self._ctx, headers=headers,
                                    max_bytes=max_bytes)
+
+    def url_too_long(self, target: str, upstream: str | None = None) -> bool:
+        """Whether a call would go to a URL longer than upstream servers accept: `target` (a
+        path and query) on the configured `upstream`, or `target` itself (a registered URL)."""
+        url = target if upstream is None else self._upstream.url(upstream, target)
+        return too_long(url)
+
+    def without_upstream_urls(self, document: Any, raw: bytes) -> Any:
+        """`document`, parsed from an answer to `send` (`raw`), with the URLs of configured
+        upstreams rewritten onto the public base or dropped, as in every other upstream
+        answer (gateway.upstream_urls)."""
+        urls = self._upstream.urls
+        return urls.scrub(document, raw) if urls is not None else document
 
     def registered_url_problem(self, url: str) -> str | None:
         """Why the egress rules would refuse a call to `url`, or None (for checking a URL when
@@ -188,14 +209,18 @@ class Calls:
             return "no registered URL may be called here"
         return self._egress.policy.url_problem(url)
 
-    async def post_registered(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
-        """POST `body` to a registered URL: `EgressRefused` before anything is sent to a place
-        the rules refuse, `EgressFailed` for a call that failed."""
+    async def call_registered(self, method: str, url: str, body: bytes | None,
+                              headers: dict[str, str]) -> Answer:
+        """`method` (GET without a body; POST or PUT with one) to a registered URL:
+        `EgressRefused` before anything is sent to a place the rules refuse, `EgressFailed`
+        for a call that failed, a 400 `GatewayError` for a URL too long to send."""
         from gateway.upstream.egress.client import EgressRefused
 
         if self._egress is None:
             raise EgressRefused("no egress rules")
-        return await self._egress.post(url, body, headers)
+        if too_long(url):
+            raise errors.upstream_url_too_long()
+        return await self._egress.request(method, url, body, headers)
 
 
 class RetrievalSurface(Protocol):
@@ -275,13 +300,14 @@ class Pipeline:
         identity: Any = None,
         targets: Mapping[str, ProxyTarget] | None = None,
         *, egress: Mapping[str, EgressClient] | None = None,
+        urls: UpstreamUrls | None = None,
     ) -> None:
         self.authenticator = authenticator or AnonymousAuthenticator()
         self.limiter = limiter or Unlimited()
         self.policy = policy or OpenPolicy()
         self.identity = identity  # IdentityForwarding: who the caller is, told to upstreams
         # The only way surfaces call upstream operations.
-        self.upstream = UpstreamCalls(targets or {}, identity)
+        self.upstream = UpstreamCalls(targets or {}, identity, urls)
         self.egress = egress or {}  # by surface: the client for URLs its clients registered
 
     @classmethod
@@ -289,13 +315,13 @@ class Pipeline:
         cls, loaded: LoadedConfig, public_paths: frozenset[str], storage: Any = None,
         resources: dict[str, Any] | None = None, failure_store: Any = None,
         targets: Mapping[str, ProxyTarget] | None = None,
-        *, egress: Mapping[str, EgressClient] | None = None,
+        *, egress: Mapping[str, EgressClient] | None = None, urls: UpstreamUrls | None = None,
     ) -> Pipeline:
         """The stages a config asks for; `storage` is the rate-limit store to count in,
         `resources` the surfaces' collections and streams the policy decides on,
         `failure_store` the `limits` storage failed authentications are counted in, and
         `targets` the upstreams operations are called on, `egress` each surface's client for
-        URLs its clients registered."""
+        URLs its clients registered, and `urls` what upstream URLs become in surface answers."""
         settings = loaded.settings
         authenticator = limiter = None
         from gateway.policy.engine import PolicyEngine
@@ -316,7 +342,7 @@ class Pipeline:
         from gateway.auth.forwarding import IdentityForwarding
 
         return cls(authenticator, limiter, policy, IdentityForwarding(settings.auth), targets,
-                   egress=egress)
+                   egress=egress, urls=urls)
 
     async def admit(self, ctx: RequestContext, scope: Scope, *,
                     credentials_optional: bool = False) -> None:
@@ -359,7 +385,7 @@ class Pipeline:
             ctx.principal = outcome
 
     async def limit(self, ctx: RequestContext) -> None:
-        """Count the request; surfaces whose rate-limit key is in the body call it once parsed."""
+        """Count the request (a body-first route has learnt its rate-limit key by now)."""
         with _stage("aigw.rate_limit", self.limiter, Unlimited):
             decision = await self.limiter.check(ctx)
             tracing.annotate({"aigw.ratelimit.result": "allowed" if decision.allowed

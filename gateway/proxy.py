@@ -2,19 +2,23 @@
 
 Small bodies are buffered in one piece (fewer ASGI messages, fewer syscalls); large ones and
 those of unknown length are streamed both ways with the size limit enforced as they flow.
+Upstream URLs are rewritten in redirect fields (`gateway.redirects`) and, for an upstream with
+`rewrite_body_urls`, in JSON bodies up to its size bound (`gateway.body_urls`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TypeVar
 from urllib.parse import unquote_to_bytes
 
 from gateway import errors, tracing
 from gateway.asgi import RawHeaders, Receive, Scope, Send
+from gateway.body_urls import JsonBodyUrls, is_json, rewritten_headers
 from gateway.context import RequestContext
 from gateway.headers import (
     ClientInfo,
@@ -23,10 +27,12 @@ from gateway.headers import (
     upstream_request_headers,
 )
 from gateway.integers import ascii_int
+from gateway.observability import BODY_URL_REWRITES
 from gateway.redirects import REWRITTEN_FIELDS, UpstreamOrigin, public_base, rewrite_field
 from gateway.upstream import Transport, UpstreamError, UpstreamResponse
 
 _NO_BODY_STATUS = frozenset({204, 304})
+T = TypeVar("T")
 
 
 class ClientDisconnected(Exception):
@@ -42,6 +48,7 @@ class ProxyTarget:
     transport: Transport
     add_headers: tuple[tuple[bytes, bytes], ...] = ()
     redirects: UpstreamOrigin | None = None  # rewrite URLs naming it; None: pass them as sent
+    body_urls: JsonBodyUrls | None = None  # rewrite them in JSON bodies too; None: never
     add_names: frozenset[bytes] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -122,9 +129,14 @@ async def forward(
         finally:
             ctx.upstream_seconds = time.perf_counter() - started
         tracing.upstream_status(response.status)
-        rewrite = _redirect_rewriter(target, options, headers, client, trusted)
+        rewrite: Callable[[bytes, bytes], bytes] | None = None
+        body_urls: _BodyUrls | None = None
+        if target.redirects is not None or target.body_urls is not None:
+            base = _public_base(options, headers, client, trusted)
+            rewrite = _redirect_rewriter(target.redirects, base)
+            body_urls = _BodyUrls(target.body_urls, base) if target.body_urls else None
         try:
-            await _relay(ctx, scope, receive, send, response, options, via, rewrite)
+            await _relay(ctx, scope, receive, send, response, options, via, rewrite, body_urls)
         finally:
             await response.close()
 
@@ -159,15 +171,59 @@ def _declared_length(headers: RawHeaders) -> tuple[int | None, bool]:
     return length, chunked
 
 
+@dataclass(frozen=True, slots=True)
+class _BodyUrls:
+    """An upstream's body URL rewriting, for one request: the rule and the public base."""
+
+    rule: JsonBodyUrls
+    base: Callable[[], str]
+
+    def rewrite(self, body: bytes) -> bytes:
+        return self.rule.rewrite(body, self.base())
+
+    def applies(self, response: UpstreamResponse, counted: bool = True) -> bool:
+        """Whether the body is JSON to rewrite; an encoded or partial one is passed as it is,
+        and counted if `counted` (the gateway asks for `identity`, so an upstream seldom
+        encodes)."""
+        content_type = encoding = b""
+        for name, value in response.headers:
+            lowered = name.lower()
+            if lowered == b"content-type":
+                content_type = value
+            elif lowered == b"content-encoding":
+                encoding = value
+        if not is_json(content_type):
+            return False
+        refused = None
+        if encoding.strip().lower() not in (b"", b"identity"):
+            refused = "encoded"
+        elif response.status == 206:  # a range: its offsets are those of the upstream's bytes
+            refused = "partial"
+        if refused is not None and counted:
+            self.count(refused)
+        return refused is None
+
+    def count(self, result: str) -> None:
+        BODY_URL_REWRITES.labels(self.rule.upstream, result).inc()
+
+
 async def _relay(
     ctx: RequestContext, scope: Scope, receive: Receive, send: Send,
     response: UpstreamResponse, options: ProxyOptions, via: bytes,
-    rewrite: Callable[[bytes, bytes], bytes] | None = None,
+    rewrite: Callable[[bytes, bytes], bytes] | None = None, body_urls: _BodyUrls | None = None,
 ) -> None:
     headers = client_response_headers(response.headers, via, rewrite, REWRITTEN_FIELDS)
     if scope["method"] == "HEAD" or response.status in _NO_BODY_STATUS:
+        if body_urls is not None and scope["method"] == "HEAD" \
+                and body_urls.applies(response, counted=False):
+            # the length GET would have is unknown until its body is rewritten
+            headers = [(name, value) for name, value in headers
+                       if name.lower() != b"content-length"]
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
+        return
+    if body_urls is not None and body_urls.applies(response):
+        await _relay_rewriting(ctx, receive, send, response, headers, body_urls)
         return
     length = _response_length(response.headers)
     if length is not None and length <= options.buffer_bytes:
@@ -180,14 +236,74 @@ async def _relay(
         await send({"type": "http.response.body", "body": body})
         return
     await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    await _stream_until_disconnect(ctx, receive, send, response)
+    await _stream_until_disconnect(ctx, receive, send, response.stream())
+
+
+async def _relay_rewriting(
+    ctx: RequestContext, receive: Receive, send: Send, response: UpstreamResponse,
+    headers: RawHeaders, body_urls: _BodyUrls,
+) -> None:
+    """A JSON body read whole and rewritten when within the upstream's bound; past it, passed
+    on unchanged as it streams (the part read so far first)."""
+    limit = body_urls.rule.max_bytes
+    length = _response_length(response.headers)
+    start = {"type": "http.response.start", "status": response.status, "headers": headers}
+    if length is not None and length > limit:
+        body_urls.count("too_large")
+        await send(start)
+        await _stream_until_disconnect(ctx, receive, send, response.stream())
+        return
+    chunks = aiter(response.stream())
+    held, complete = await _read(ctx, _read_up_to(chunks, limit))
+    if not complete:
+        body_urls.count("too_large")
+        await send(start)
+        await _stream_until_disconnect(ctx, receive, send, _prefixed(held, chunks))
+        return
+    body = b"".join(held)
+    rewritten = body_urls.rewrite(body)
+    if rewritten is body:
+        body_urls.count("unchanged")
+    else:
+        body_urls.count("rewritten")
+        start["headers"] = rewritten_headers(headers, len(rewritten))
+    await send(start)
+    await send({"type": "http.response.body", "body": rewritten})
+
+
+async def _read_up_to(chunks: AsyncIterator[bytes], limit: int) -> tuple[list[bytes], bool]:
+    """The chunks read until the body ends (True) or goes past `limit` bytes (False)."""
+    held: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        held.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return held, False
+    return held, True
+
+
+async def _prefixed(held: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    for chunk in held:
+        yield chunk
+    async for chunk in rest:
+        yield chunk
+
+
+async def _read(ctx: RequestContext, reading: Awaitable[T]) -> T:
+    """An upstream read before the response starts: a failure is still the gateway's answer."""
+    try:
+        return await reading
+    except UpstreamError as exc:
+        ctx.upstream_error = exc.kind
+        raise _as_gateway_error(exc) from None
 
 
 async def _stream_until_disconnect(
-    ctx: RequestContext, receive: Receive, send: Send, response: UpstreamResponse
+    ctx: RequestContext, receive: Receive, send: Send, chunks: AsyncIterable[bytes]
 ) -> None:
     """Copy the upstream body to the client; stop reading upstream if the client goes away."""
-    copy = asyncio.ensure_future(_copy_body(send, response))
+    copy = asyncio.ensure_future(_copy_body(send, chunks))
     watch = asyncio.ensure_future(_wait_for_disconnect(receive))
     try:
         await asyncio.wait({copy, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -202,8 +318,8 @@ async def _stream_until_disconnect(
         raise exc  # the response has started: aborting the connection is the only honest signal
 
 
-async def _copy_body(send: Send, response: UpstreamResponse) -> None:
-    async for chunk in response.stream():
+async def _copy_body(send: Send, chunks: AsyncIterable[bytes]) -> None:
+    async for chunk in chunks:
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
     await send({"type": "http.response.body", "body": b""})
 
@@ -230,22 +346,30 @@ def _target_path(scope: Scope, drop_query: frozenset[bytes] = frozenset()) -> st
     return f"{target}?{query.decode('latin-1')}" if query else target
 
 
-def _redirect_rewriter(
-    target: ProxyTarget, options: ProxyOptions, headers: RawHeaders,
-    client: ClientInfo, trusted: bool,
-) -> Callable[[bytes, bytes], bytes] | None:
-    upstream = target.redirects
-    if upstream is None:
-        return None
-    base: list[str] = []  # worked out on first use: most responses carry no URL field
+def _public_base(options: ProxyOptions, headers: RawHeaders, client: ClientInfo,
+                 trusted: bool) -> Callable[[], str]:
+    """The public prefix of rewritten URLs, worked out on first use: most responses carry no
+    upstream URL."""
+    base: list[str] = []
 
-    def rewrite(name: bytes, value: bytes) -> bytes:
+    def public() -> str:
         if not base:
             proto = nearest_forwarded(headers, b"x-forwarded-proto") if trusted else None
             host = nearest_forwarded(headers, b"x-forwarded-host") if trusted else None
             base.append(public_base(options.public_base_url, client.scheme, client.host,
                                     proto, host))
-        return rewrite_field(name, value, upstream, base[0])
+        return base[0]
+
+    return public
+
+
+def _redirect_rewriter(upstream: UpstreamOrigin | None, base: Callable[[], str]
+                       ) -> Callable[[bytes, bytes], bytes] | None:
+    if upstream is None:
+        return None
+
+    def rewrite(name: bytes, value: bytes) -> bytes:
+        return rewrite_field(name, value, upstream, base())
 
     return rewrite
 

@@ -48,7 +48,7 @@ class UpstreamOrigin:
         `public_base` is "scheme://host[/path]" without a trailing slash, or "" to give a
         path-absolute reference that the client resolves against the URL it asked for.
         """
-        rest = self._path_after_origin(reference.strip())
+        rest = self.path_after_origin(reference.strip())
         if rest is None:
             return reference
         if self.base_path:
@@ -60,7 +60,7 @@ class UpstreamOrigin:
             rest = "/" + rest
         return public_base + rest
 
-    def _path_after_origin(self, reference: str) -> str | None:
+    def path_after_origin(self, reference: str) -> str | None:
         """What follows the authority when `reference` names this origin; else None."""
         reference = _as_browsers_read(reference)
         if not (reference.startswith("//") or "://" in reference[:8]):

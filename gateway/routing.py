@@ -50,6 +50,11 @@ class PathOwners:
         return None
 
 
+    def owns(self, path: str) -> bool:
+        """Whether a document or a surface answers `path` (else the passthrough does)."""
+        return path in self.documents or self.owner(path) is not None
+
+
 def _first_segment(path: str) -> str:
     """"/chunks/x" -> "chunks"; "/chunks;p" -> "chunks"; "/" -> "" (a prefix owning everything)."""
     return path[1:].split("/", 1)[0].split(";", 1)[0]

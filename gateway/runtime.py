@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from gateway import observability, registry
 from gateway.auth.forwarding import IdentityForwarding
+from gateway.body_urls import JsonBodyUrls
 from gateway.cors import DocumentCors
 from gateway.discovery import core_documents
 from gateway.gctune import refreeze
@@ -32,9 +33,10 @@ from gateway.policy.decisionlog import DecisionLog
 from gateway.proxy import ProxyOptions, ProxyTarget
 from gateway.redirects import UpstreamOrigin
 from gateway.routing import PathOwners
-from gateway.settings import Upstream
+from gateway.settings import Settings, Upstream
 from gateway.surface import Mount, MountContext
 from gateway.upstream import Transport, TransportFactory, create_transport
+from gateway.upstream_urls import UpstreamUrls
 
 if TYPE_CHECKING:
     from gateway.upstream.egress.client import EgressClient
@@ -75,7 +77,8 @@ class Generation:
         self.identity = IdentityForwarding(settings.auth)
         self.pipeline = Pipeline.from_config(loaded, public, _counter(loaded, lease),
                                              self.resources, _failure_store(loaded, lease),
-                                             self.targets, egress=_egress(self.mounts, lease))
+                                             self.targets, egress=_egress(self.mounts, lease),
+                                             urls=_upstream_urls(settings, self.owners))
         self.revision = loaded.bundle.revision if loaded.bundle is not None else "none"
         self.active = 0
         self.retired = False
@@ -225,11 +228,21 @@ def _mount_surfaces(loaded: LoadedConfig, lease: Lease) -> list[Mount]:
 
 
 def _target(name: str, upstream: Upstream, transport: Transport) -> ProxyTarget:
-    extra = tuple((k.lower().encode("latin-1"), v.encode("latin-1"))
-                  for k, v in upstream.add_headers.items())
-    redirects = UpstreamOrigin.from_url(upstream.url) if upstream.rewrite_redirects else None
+    added = {k.lower(): v for k, v in upstream.add_headers.items()}
+    origin = UpstreamOrigin.from_url(upstream.url)
+    body_urls = None
+    if upstream.rewrite_body_urls:
+        body_urls = JsonBodyUrls.of(name, origin, upstream.rewrite_body_max_bytes)
+        added.setdefault("accept-encoding", "identity")  # an encoded body cannot be rewritten
+    extra = tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in added.items())
+    redirects = origin if upstream.rewrite_redirects else None
     return ProxyTarget(name, upstream.url, _host_field(upstream.url), upstream.preserve_host,
-                       transport, extra, redirects)
+                       transport, extra, redirects, body_urls)
+
+
+def _upstream_urls(settings: Settings, owners: PathOwners) -> UpstreamUrls:
+    return UpstreamUrls({name: up.url for name, up in settings.upstreams.items()},
+                        settings.public_base_url, settings.default_upstream, owners.owns)
 
 
 def _host_field(url: str) -> bytes:

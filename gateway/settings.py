@@ -103,6 +103,19 @@ class Upstream(Strict):
         "used), replacing the URL's path prefix as nginx's `proxy_redirect default` does; "
         "other origins and relative URLs pass unchanged.",
     )
+    rewrite_body_urls: bool = Field(
+        False,
+        description="Also rewrite this upstream's URLs in passthrough JSON bodies "
+        "(application/json, */*+json) as in Location: its URL prefix, wherever a JSON string "
+        "holds it, becomes the public origin. The gateway then asks this upstream for "
+        "uncompressed bodies (Accept-Encoding: identity); an encoded, partial (206) or larger "
+        "than rewrite_body_max_bytes body passes unchanged, counted in "
+        "aigw_body_url_rewrites_total.",
+    )
+    rewrite_body_max_bytes: Annotated[int, Field(ge=1, le=64 * 1024 * 1024)] = Field(
+        1024 * 1024, description="Largest JSON body rewrite_body_urls reads whole to rewrite; "
+        "larger ones stream through unchanged.",
+    )
     health_path: str | None = Field(
         None, description="Path probed by /readyz; without it readiness is a TCP connect."
     )

@@ -61,8 +61,6 @@ class Admission(Enum):
     OPTIONAL = "optional"  # the same, but an unusable credential makes the caller anonymous
     BODY_FIRST = "body_first"  # the body is read first (a signature may cover it), then the
     #                            caller authenticated and limited (see pipeline.BodyFirst)
-    SURFACE = "surface"  # the endpoint reads its body first (a signature covers it), then
-    #                      asks the pipeline to admit the caller
 
 
 class SurfaceRoute(Route):

@@ -23,6 +23,7 @@ from gateway.model import Hit
 from gateway.operations import Operation, Placeholders, UpstreamCall
 from gateway.proxy import ProxyTarget
 from gateway.upstream import UpstreamError
+from gateway.upstream_urls import UpstreamUrls
 
 if TYPE_CHECKING:
     from gateway.auth.forwarding import IdentityForwarding
@@ -52,32 +53,44 @@ class UpstreamCalls:
     """One config generation's upstream targets, and who the caller is told to them as."""
 
     def __init__(self, targets: Mapping[str, ProxyTarget],
-                 identity: IdentityForwarding | None = None) -> None:
+                 identity: IdentityForwarding | None = None,
+                 urls: UpstreamUrls | None = None) -> None:
         self.targets = targets
         self.identity = identity
+        self.urls = urls  # what upstream URLs in answers become (gateway.upstream_urls)
 
     async def hits(self, operation: Operation[K], values: K, ctx: RequestContext) -> list[Hit]:
         """The operation's answer mapped onto hits."""
         call = self._call(operation, values)
-        document = await call_upstream_json(call, ctx, self._identity(ctx))
+        document = await call_upstream_json(call, ctx, self._identity(ctx), self.urls)
         return map_hits(call, document, ctx)
 
     async def items(self, operation: Operation[K], values: K, ctx: RequestContext) -> list[Any]:
         """The items of the operation's answer as the upstream sent them (for a surface that
         maps each item itself)."""
         call = self._call(operation, values)
-        document = await call_upstream_json(call, ctx, self._identity(ctx))
+        document = await call_upstream_json(call, ctx, self._identity(ctx), self.urls)
         return _mapped(call, ctx, lambda: call.mapping.items_of(document))
 
-    async def send(self, upstream: str, method: str, path: str, body: bytes,
+    async def send(self, upstream: str, method: str, target: str, body: bytes | None,
                    ctx: RequestContext, *, headers: Sequence[tuple[bytes, bytes]] = (),
                    max_bytes: int = MAX_UPSTREAM_JSON_BYTES) -> RawAnswer:
-        """One JSON body sent to a configured upstream, for a surface that judges the answer
-        itself (its status, type and body); `headers` go after the caller's identity. Transport
-        failures raise `UpstreamError`, an answer past `max_bytes` `AnswerTooLarge`."""
-        target = self.targets[upstream]
-        return await _exchange(target, method, target.url + path, body, ctx,
+        """One request to `target` (a path and query) on a configured upstream, with a JSON
+        body (none for a GET), for a surface that judges the answer itself (its status, type
+        and body); `headers` go after the caller's identity. A URL past
+        `MAX_UPSTREAM_URL_BYTES` is a 400 before anything is sent; transport failures raise
+        `UpstreamError`, an answer past `max_bytes` `AnswerTooLarge`."""
+        if method == "GET" and body is not None:
+            raise ValueError("a GET carries no body")
+        url = self.url(upstream, target)
+        if too_long(url):
+            raise errors.upstream_url_too_long()
+        return await _exchange(self.targets[upstream], method, url, body, ctx,
                                [*self._identity(ctx), *headers], max_bytes)
+
+    def url(self, upstream: str, target: str) -> str:
+        """The URL of `target` (a path and query) on a configured upstream."""
+        return self.targets[upstream].url + target
 
     def _call(self, operation: Operation[K], values: K) -> UpstreamCall:
         return operation.call(self.targets[operation.settings.upstream], values)
@@ -103,13 +116,15 @@ def _mapped(call: UpstreamCall, ctx: RequestContext, mapping: Callable[[], T]) -
 
 
 async def call_upstream_json(
-    call: UpstreamCall, ctx: RequestContext, identity: RawHeaders | None = None
+    call: UpstreamCall, ctx: RequestContext, identity: RawHeaders | None = None,
+    urls: UpstreamUrls | None = None,
 ) -> Any:
-    """Make one upstream JSON call; any failure becomes a `GatewayError` without upstream detail."""
+    """Make one upstream JSON call; any failure becomes a `GatewayError` without upstream detail.
+    The document comes back with upstream URLs rewritten or dropped by `urls`."""
     url = call.target.url + call.path
     if call.params:
         url += "?" + urlencode(call.params, doseq=True)
-    if len(url.encode()) > MAX_UPSTREAM_URL_BYTES:
+    if too_long(url):
         raise errors.upstream_url_too_long()
     body = orjson.dumps(call.json) if call.json is not None else None
     try:
@@ -128,10 +143,16 @@ async def call_upstream_json(
         ctx.upstream_error = f"status_{answer.status}"
         raise errors.upstream_protocol_error()
     try:
-        return orjson.loads(answer.body)
+        document = orjson.loads(answer.body)
     except orjson.JSONDecodeError:
         ctx.upstream_error = "protocol"
         raise errors.upstream_protocol_error() from None
+    return urls.scrub(document, answer.body) if urls is not None else document
+
+
+def too_long(url: str) -> bool:
+    """Whether `url` is longer than upstream servers accept (`MAX_UPSTREAM_URL_BYTES`)."""
+    return len(url.encode()) > MAX_UPSTREAM_URL_BYTES
 
 
 async def _exchange(target: ProxyTarget, method: str, url: str, body: bytes | None,

@@ -7,12 +7,18 @@ one rule in `gateway.weak_secrets`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from ipaddress import ip_address
+from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel
+
 from gateway import registry
+from gateway.operations import UpstreamOperation
 from gateway.ratelimit.keys import self_declared_key_warnings
 from gateway.settings import Settings
+from gateway.upstream_urls import url_field_warnings
 from gateway.weak_secrets import weak_secret_warnings
 
 Problem = tuple[str, str]  # (dotted path in the file, message)
@@ -26,7 +32,38 @@ def core_warnings(settings: Settings) -> list[Problem]:
                       f"expected an https:// URL, got {url!r}: discovery documents and the "
                       "URLs they give must be served over HTTPS"))
     found.extend(self_declared_key_warnings(settings.rate_limits))
-    return found + public_rule_warnings(settings)
+    return found + public_rule_warnings(settings) + mapped_url_warnings(settings)
+
+
+def mapped_url_warnings(settings: Settings) -> list[Problem]:
+    """Every upstream operation's mapped fields that look like URLs, in any section, while
+    `public_base_url` is unset (see `gateway.upstream_urls`)."""
+    if settings.public_base_url:
+        return []
+    found = []
+    for where, operation in _operations(settings, ""):
+        mapping = operation.mapping
+        for group in ("fields", "metadata"):
+            found += url_field_warnings(settings, f"{where}.mapping.{group}",
+                                        mapping.get(group) or {})
+        if mapping.get("text"):
+            found += url_field_warnings(settings, f"{where}.mapping", {"text": mapping["text"]})
+    return found
+
+
+def _operations(value: Any, where: str) -> Iterator[tuple[str, UpstreamOperation]]:
+    """The upstream operations anywhere in a config, with their dotted paths."""
+    if isinstance(value, UpstreamOperation):
+        yield where, value
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _operations(getattr(value, name), f"{where}.{name}".lstrip("."))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _operations(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _operations(item, f"{where}[{index}]")
 
 
 def public_rule_warnings(settings: Settings) -> list[Problem]:

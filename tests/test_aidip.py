@@ -14,7 +14,15 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from aidip_config import SECRET, SECRET_HEADER, agent, aidip_gateway_config, registration
+from aidip_config import (
+    SECRET,
+    SECRET_HEADER,
+    TEXT_IN,
+    agent,
+    aidip_gateway_config,
+    echo_operation,
+    registration,
+)
 from idp_helpers import AUDIENCE, ISSUER, FakeIdp, SigningKey
 from inprocess import InProcessGateway
 from processes import ROOT, Gateway, Process, free_port, wait_for_http
@@ -489,6 +497,142 @@ def test_an_agents_4xx_is_the_callers_error_and_never_opens_its_breaker(backend,
                      "NotFound")
     summary = call(gateway, "POST", summarize, None, {"article_id": "art-0001"})
     assert summary.status_code == 200 and summary.json()["source_id"] == "art-0001"
+
+
+# --------------------------------------------------------------------------- GET operations
+
+
+LOOKUP = {"type": "object", "required": ["id"],
+          "properties": {"id": {"type": "string", "minLength": 1},
+                         "lang": {"type": "string"}, "top": {"type": "integer"},
+                         "exact": {"type": "boolean"}, "note": {"type": ["string", "null"]}}}
+
+
+@pytest.fixture
+def lookup(backend: str, echo: str, inprocess_factory) -> InProcessGateway:
+    """A gateway whose configured agent `lookup` reads the echo upstream with GET."""
+    config = aidip_gateway_config(backend, echo)
+    config["aidip"]["agents"]["lookup"] = agent(
+        "Lookup", "Reads a record by id.", ["lookup"],
+        [echo_operation("look", "/echo/look/{id}", method="GET", inputs=LOOKUP, batch=True),
+         echo_operation("free", "/echo/free?fixed=1", method="GET", inputs={"type": "object"}),
+         echo_operation("put", "/echo/put/{id}", method="PUT", inputs=LOOKUP)])
+    return inprocess_factory(config)
+
+
+def echoed_headers(answer: dict) -> dict[str, str]:
+    return {name.lower(): value for name, value in answer["headers"]}
+
+
+def test_a_configured_get_sends_the_input_as_its_path_and_query_and_no_body(
+        lookup: InProcessGateway):
+    response = call(lookup, "POST", "/agents/lookup/invoke/look", None,
+                    {"id": "g++/x y", "lang": "中文", "top": 3, "exact": True, "note": None})
+    assert response.status_code == 200, response.text
+    echoed = response.json()
+    assert echoed["method"] == "GET" and echoed["raw_path"] == "/echo/look/g%2B%2B%2Fx%20y"
+    assert echoed["query"] == "lang=%E4%B8%AD%E6%96%87&top=3&exact=true"  # null: left out
+    assert echoed["body_length"] == 0
+    headers = echoed_headers(echoed)
+    assert not {"content-type", "content-length", "transfer-encoding"} & set(headers)
+    assert headers[SECRET_HEADER.lower()] == SECRET  # a configured upstream's call, as ever
+    free = call(lookup, "POST", "/agents/lookup/invoke/free", None, {"q": "a&b=c"}).json()
+    assert (free["raw_path"], free["query"]) == ("/echo/free", "fixed=1&q=a%26b%3Dc")
+    put = call(lookup, "POST", "/agents/lookup/invoke/put", None, {"id": "a/b"}).json()
+    assert (put["method"], put["raw_path"], put["body"]) == ("PUT", "/echo/put/a%2Fb",
+                                                             '{"id":"a/b"}')
+    batch = call(lookup, "POST", "/agents/lookup/invoke/look", None, [{"id": "a"}, {"id": "b"}])
+    assert [item["raw_path"] for item in batch.json()] == ["/echo/look/a", "/echo/look/b"]
+
+
+def test_a_get_input_no_query_can_carry_is_refused_before_any_call(lookup: InProcessGateway,
+                                                                  echo: str):
+    before = echo_count(echo)
+    for operation, body, field in (
+            ("look", {"id": "a", "tags": ["x", "y"]}, "tags"),  # undeclared, not a scalar
+            ("free", {"filter": {"a": 1}}, "filter"),
+            ("look", {"id": ".."}, "id"),  # a path would resolve it away
+            ("look", [{"id": "a"}, {"id": "b", "more": {"x": 1}}], "[1].more")):
+        error = assert_error(call(lookup, "POST", f"/agents/lookup/invoke/{operation}", None,
+                                  body), 400, "InvalidInput")
+        assert [f["field"] for f in error["details"]["fields"]] == [field]
+        assert f"'{field}'" in error["message"]
+    assert echo_count(echo) == before  # not even the batch's valid first input
+
+
+def test_a_get_url_too_long_is_invalid_input_before_any_call(lookup: InProcessGateway,
+                                                            gateway: Gateway, echo: str):
+    before = echo_count(echo)
+    long = "x" * 9000
+    for body, field in (({"id": "a", "lang": long}, "(body)"),
+                        ([{"id": "a"}, {"id": "b", "lang": long}], "[1]")):
+        error = assert_error(call(lookup, "POST", "/agents/lookup/invoke/look", None, body),
+                             400, "InvalidInput")
+        assert error["details"]["fields"] == [{"field": field, "problem": "too long for a URL"}]
+        assert "8192 bytes" in error["message"]
+    agent = register(gateway, "alice-key", endpoint=f"{agent_test(echo)}/echo/registered",
+                     **{"x-aigw-method": "GET"})
+    assert_error(call(gateway, "POST", f"/agents/{agent['id']}/invoke", None, {"text": long}),
+                 400, "InvalidInput")
+    assert echo_count(echo) == before
+
+
+def agent_test(echo: str) -> str:
+    """The echo upstream as the module gateway's egress rules allow it (agent.test)."""
+    return f"http://agent.test:{echo.rsplit(':', 1)[1]}"
+
+
+def test_a_registered_agent_declares_get_per_operation(gateway: Gateway, echo: str):
+    body = registration(f"{agent_test(echo)}/echo/registered?v=1", **{"x-aigw-method": "GET"})
+    body["operations"].append({**body["operations"][0], "name": "post",
+                               "x-aigw-method": "POST"})
+    agent = register(gateway, "alice-key", **body)
+    assert "x-aigw-method" not in json.dumps(agent)  # how the agent is called stays inside
+    response = call(gateway, "POST", f"/agents/{agent['id']}/invoke/translateText",
+                    "alice-key", {"text": "你好 world"})
+    assert response.status_code == 200, response.text
+    echoed = response.json()
+    assert (echoed["method"], echoed["raw_path"]) == ("GET", "/echo/registered")
+    assert echoed["query"] == "v=1&text=%E4%BD%A0%E5%A5%BD%20world"
+    assert echoed["body_length"] == 0
+    headers = echoed_headers(echoed)
+    assert not {"content-type", "authorization", "x-api-key", SECRET_HEADER.lower()} & \
+        set(headers)
+    posted = call(gateway, "POST", f"/agents/{agent['id']}/invoke/post", None,
+                  {"text": "hi"}).json()
+    assert (posted["method"], posted["body"]) == ("POST", '{"text":"hi"}')
+
+
+@pytest.mark.parametrize(("change", "field", "says"), [
+    ({"x-aigw-method": "DELETE"}, "operations[0].x-aigw-method", "expected enum"),
+    ({"method": "GET"}, "operations[0].method", "the gateway's is 'x-aigw-method'"),
+    ({"x-aigw-method": "GET",
+      "inputs": {"type": "object", "properties": {"words": {"type": "array"}}}},
+     "operations[0].inputs", "property 'words': a GET operation sends its input as query"),
+])
+def test_a_method_the_gateway_cannot_call_with_is_refused_at_registration(
+        gateway: Gateway, echo: str, change: dict, field: str, says: str):
+    body = registration(f"{agent_test(echo)}/echo/x")
+    body["operations"][0].update(change)
+    error = assert_error(call(gateway, "POST", "/agents", "alice-key", body), 400,
+                         "InvalidInput")
+    [problem] = error["details"]["fields"]
+    assert problem["field"] == field and says in problem["problem"]
+
+
+def test_the_implied_operation_takes_the_agents_method(gateway: Gateway, echo: str):
+    body = registration(f"{agent_test(echo)}/echo/implied", **{"x-aigw-method": "GET"})
+    del body["operations"]
+    body.update(inputs={"type": "object", "properties": {"ids": {"type": "array"}}},
+                outputs={"type": "object"})
+    error = assert_error(call(gateway, "POST", "/agents", "alice-key", body), 400,
+                         "InvalidInput")
+    assert [f["field"] for f in error["details"]["fields"]] == ["inputs"]
+    body["inputs"] = TEXT_IN
+    agent = register(gateway, "alice-key", **body)
+    echoed = call(gateway, "POST", f"/agents/{agent['id']}/invoke", None, {"text": "a"}).json()
+    assert (echoed["method"], echoed["query"]) == ("GET", "text=a")
+
 
 
 # --------------------------------------------------------------------------- errors

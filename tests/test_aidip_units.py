@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from ipaddress import ip_address
 
 import httpx
+import orjson
 import pytest
 
 from gateway.context import RequestContext
@@ -23,6 +24,7 @@ from gateway.surfaces.aidip.config import Aidip
 from gateway.surfaces.aidip.invoke import Invoker
 from gateway.surfaces.aidip.owners import owner_of, record_owner
 from gateway.surfaces.aidip.search import ranked
+from gateway.surfaces.aidip.sending import Outgoing, outgoing
 from gateway.surfaces.aidip.store import AgentStore, Created, MemoryStore, RedisStore
 from gateway.surfaces.aidip.urls import url_fields
 from gateway.upstream.egress.client import Answer, EgressClient, EgressPolicy, EgressRefused
@@ -145,6 +147,31 @@ async def test_an_explicitly_allowed_network_is_reached(echo: str):
     assert answer.status == 200 and b"/echo/ok" in answer.body
 
 
+async def test_a_get_sends_no_body_and_meets_the_same_rules(echo: str):
+    client = EgressClient(egress(port_of(echo), allow=["127.0.0.1/32"]),
+                          StubResolver(["127.0.0.1"]))
+    answer = await client.get(f"http://agent.test:{port_of(echo)}/echo/look?q=g%2B%2B", {})
+    echoed = orjson.loads(answer.body)
+    assert (echoed["method"], echoed["raw_path"], echoed["query"]) == ("GET", "/echo/look",
+                                                                      "q=g%2B%2B")
+    assert echoed["body_length"] == 0
+    assert not {name for name, _ in echoed["headers"]} & {"content-length", "content-type",
+                                                           "transfer-encoding"}
+    put = orjson.loads((await client.request("PUT", f"http://agent.test:{port_of(echo)}/echo/p",
+                                             b"{}", {})).body)
+    assert put["method"] == "PUT" and put["body_length"] == 2
+    for method, body in (("GET", b"{}"), ("POST", None), ("DELETE", None), ("PATCH", b"{}")):
+        with pytest.raises(ValueError):
+            await client.request(method, f"http://agent.test:{port_of(echo)}/echo/x", body, {})
+    await client.aclose()
+    before = received(echo)
+    metadata = EgressClient(egress(port_of(echo)), StubResolver(["169.254.169.254"]))
+    with pytest.raises(EgressRefused):
+        await metadata.get(f"http://agent.test:{port_of(echo)}/echo/x", {})
+    await metadata.aclose()
+    assert received(echo) == before
+
+
 def test_the_breaker_opens_refuses_then_closes_after_a_successful_trial():
     now = [0.0]
     breaker = Breaker(failures=3, open_seconds=10, clock=lambda: now[0])
@@ -215,11 +242,15 @@ class ScriptedCalls:
     def __init__(self, status: int = 200, error: BaseException | None = None) -> None:
         self.status, self.error, self.calls = status, error, 0
 
-    async def post_registered(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
+    async def call_registered(self, method: str, url: str, body: bytes | None,
+                              headers: dict[str, str]) -> Answer:
         self.calls += 1
         if self.error is not None:
             raise self.error
         return Answer(self.status, "application/json", b'{"detail": "agent internals"}')
+
+
+NO_INPUT = Outgoing("http://agent.test/", b"{}")
 
 
 def _registered_agent() -> tuple[Agent, Operation]:
@@ -240,7 +271,7 @@ async def test_an_agent_4xx_is_the_callers_client_error_and_spares_the_breaker(
     for _ in range(3):
         ctx = RequestContext("r", "POST", "/agents/a/invoke", "127.0.0.1")
         with pytest.raises(GatewayError) as raised:
-            await Invoker(calls).run(agent, operation, [{}], ctx, breaker, [])
+            await Invoker(calls).run(agent, operation, [NO_INPUT], ctx, breaker, [])
         assert (raised.value.status, raised.value.code) == (status, code)
         assert "internals" not in raised.value.message and not raised.value.details
     assert calls.calls == 3 and breaker.retry_after() is None
@@ -255,7 +286,7 @@ async def test_only_the_agents_own_failures_count_against_its_breaker(agent_stat
     breaker = Breaker(failures=1, open_seconds=60)  # a 200 fails `outputs`: not the agent's fault
     ctx = RequestContext("r", "POST", "/agents/a/invoke", "127.0.0.1")
     with pytest.raises(GatewayError):
-        await Invoker(ScriptedCalls(agent_status)).run(agent, operation, [{}], ctx,
+        await Invoker(ScriptedCalls(agent_status)).run(agent, operation, [NO_INPUT], ctx,
                                                        breaker, [])
     assert (breaker.retry_after() is not None) is opens
 
@@ -266,7 +297,7 @@ async def test_a_caller_going_away_mid_call_never_opens_the_breaker():
     ctx = RequestContext("r", "POST", "/agents/a/invoke", "127.0.0.1")
     with pytest.raises(asyncio.CancelledError):
         await Invoker(ScriptedCalls(error=asyncio.CancelledError())).run(
-            agent, operation, [{}], ctx, breaker, [])
+            agent, operation, [NO_INPUT], ctx, breaker, [])
     assert breaker.retry_after() is None
 
 
@@ -419,3 +450,121 @@ def test_configured_schemas_meet_the_rules_registered_ones_do(tmp_path, inputs, 
         load_config(file, env={})
     [issue] = caught.value.issues
     assert issue.path == "aidip.agents.echoer.operations[0].inputs" and says in issue.message
+
+
+@pytest.mark.parametrize(("method", "path", "inputs", "says"), [
+    ("GET", "/find", {"type": "object", "properties": {"tags": {"type": "array"}}},
+     "property 'tags': a GET operation sends its input as query parameters"),
+    ("GET", "/find", {"type": "object", "properties": {"q": {"type": ["string", "object"]}}},
+     "property 'q'"),
+    ("GET", "/find", {"type": "object", "properties": {"q": {"$ref": "#/$defs/q"}},
+                      "$defs": {"q": {"type": "string"}}}, "property 'q'"),  # declare its type
+    ("GET", "/find", {"type": "object", "additionalProperties": {"type": "object"}},
+     "additionalProperties"),
+    ("GET", "/find", {"type": "array"}, "expected type: object"),
+    ("GET", "/packages/{id}", {"type": "object", "properties": {"id": {"type": "string"}}},
+     "{id} in the path: expected a required input property"),
+    ("POST", "/notes/{id}", {"type": "object", "required": ["id"],
+                             "properties": {"id": {"type": ["string", "null"]}}},
+     "{id} in the path"),
+])
+def test_inputs_a_configured_operation_cannot_send_are_refused_at_load(
+        tmp_path, method, path, inputs, says):
+    import yaml
+    from aidip_config import aidip_gateway_config, echo_operation
+
+    from gateway.loader import ConfigError, load_config
+
+    config = aidip_gateway_config("http://127.0.0.1:1", "http://127.0.0.1:2")
+    config["aidip"]["agents"]["echoer"]["operations"] = [
+        echo_operation("echo", path, method=method, inputs=inputs)]
+    file = tmp_path / "gateway.yaml"
+    file.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError) as caught:
+        load_config(file, env={})
+    [issue] = caught.value.issues
+    assert issue.path == "aidip.agents.echoer.operations[0].inputs" and says in issue.message
+
+
+@pytest.mark.parametrize(("method", "path", "inputs"), [
+    ("GET", "/find", {"type": "object", "properties": {
+        "q": {"type": "string"}, "n": {"type": ["integer", "null"]}, "on": {"type": "boolean"},
+        "kind": {"enum": ["a", "b", None]}, "v": {"const": 1}, "never": False}}),
+    ("GET", "/find", {"type": "object"}),  # undeclared fields are checked at invoke
+    ("GET", "/packages/{id}", {"type": "object", "required": ["id"],
+                               "properties": {"id": {"type": "string"}}}),
+    ("PUT", "/notes/{id}", {"type": "object", "required": ["id", "tags"],
+                            "properties": {"id": {"type": "integer"},
+                                           "tags": {"type": "array"}}}),
+    ("POST", "/notes", {"type": "array"}),
+])
+def test_inputs_a_configured_operation_can_send_load(tmp_path, method, path, inputs):
+    import yaml
+    from aidip_config import aidip_gateway_config, echo_operation
+
+    from gateway.loader import load_config
+
+    config = aidip_gateway_config("http://127.0.0.1:1", "http://127.0.0.1:2")
+    config["aidip"]["agents"]["echoer"]["operations"] = [
+        echo_operation("echo", path, method=method, inputs=inputs)]
+    file = tmp_path / "gateway.yaml"
+    file.write_text(yaml.safe_dump(config))
+    assert load_config(file, env={}).settings is not None
+
+
+def _operation(method: str, path: str = "/find", url: str | None = None) -> Operation:
+    return Operation("op", {"type": "object"}, {}, method=method, url=url,
+                     upstream=None if url else "up", path=path)
+
+
+def test_a_get_sends_each_scalar_as_an_rfc3986_query_parameter_and_no_body():
+    item = {"name": "g++", "n": 3, "on": True, "off": False, "gone": None, "f": 1.5,
+            "u": "synthétique 包", "amp": "a&b=c/d?e#f~", "a b": "x"}
+    sent = outgoing(_operation("GET", "/find?fixed=1"), item)
+    assert sent.body is None
+    assert sent.target == ("/find?fixed=1&name=g%2B%2B&n=3&on=true&off=false&f=1.5"
+                           "&u=synth%C3%A9tique%20%E5%8C%85&amp=a%26b%3Dc%2Fd%3Fe%23f~&a%20b=x")
+    registered = outgoing(_operation("GET", url="https://agent.example/look"), {"q": "x y"})
+    assert (registered.target, registered.body) == ("https://agent.example/look?q=x%20y", None)
+    assert outgoing(_operation("GET"), {}).target == "/find"
+
+
+@pytest.mark.parametrize("identifier", ["g++", "synthetic/with-slash", "100%", "a b",
+                                        "synthétique-包", "x?y#z", "..."])
+def test_a_path_placeholder_is_one_percent_encoded_segment(identifier: str):
+    from urllib.parse import unquote
+
+    for method in ("GET", "PUT"):
+        sent = outgoing(_operation(method, "/packages/{id}/notes"), {"id": identifier, "k": 1})
+        segment = sent.target.removeprefix("/packages/").split("/notes")[0]
+        assert unquote(segment) == identifier and "/" not in segment and "?" not in segment
+        expected = ("/packages/{}/notes?k=1" if method == "GET" else "/packages/{}/notes")
+        assert sent.target == expected.format(segment)
+        assert sent.body == (None if method == "GET" else orjson.dumps({"id": identifier,
+                                                                         "k": 1}))
+
+
+@pytest.mark.parametrize(("method", "path", "item", "at", "field"), [
+    ("GET", "/find", {"tags": ["a", "b"]}, "", "tags"),
+    ("GET", "/find", {"filter": {"a": 1}}, "[3]", "[3].filter"),
+    ("GET", "/packages/{id}", {"id": ".."}, "", "id"),
+    ("GET", "/packages/{id}", {"id": ""}, "", "id"),
+    ("PUT", "/packages/{id}", {"id": "a\nb"}, "", "id"),
+    ("PUT", "/packages/{id}", {"id": "x" * 257}, "", "id"),
+    ("GET", "/packages/{id}", {"id": None}, "[0]", "[0].id"),
+    ("GET", "/packages/{id}", {"id": [1]}, "", "id"),
+    ("GET", "/find", ["not", "an", "object"], "", "(body)"),
+])
+def test_a_value_the_request_cannot_carry_is_invalid_input_naming_it(method, path, item, at,
+                                                                      field):
+    with pytest.raises(GatewayError) as raised:
+        outgoing(_operation(method, path), item, at)
+    assert (raised.value.status, raised.value.code) == (400, "InvalidInput")
+    assert [f["field"] for f in raised.value.details["fields"]] == [field]
+    assert f"'{field}'" in raised.value.message
+
+
+def test_post_sends_the_input_as_its_body_unchanged():
+    item = {"tags": ["a"], "nested": {"x": None}}
+    sent = outgoing(_operation("POST", "/notes"), item)
+    assert (sent.target, sent.body) == ("/notes", orjson.dumps(item))

@@ -88,7 +88,7 @@ def test_internal_articles_reach_only_callers_with_articles_read(demo: Gateway):
 def test_a_hit_without_a_visibility_is_left_out(backend: str, inprocess_factory, tmp_path):
     """A source whose rules ask for a visibility its mapping never gives shows nothing."""
     config = demo_aip_config(backend, tmp_path)
-    article = config["aip"]["sources"]["articles"]["article"]
+    article = config["aip"]["sources"]["help-articles"]["article"]
     article["mapping"] = {**article["mapping"], "metadata": {}}
     gateway = inprocess_factory(config)
     for key in (None, STAFF_KEY):
@@ -99,7 +99,7 @@ def test_a_hit_without_a_visibility_is_left_out(backend: str, inprocess_factory,
 def test_without_rules_only_public_hits_are_served(backend: str, inprocess_factory, tmp_path):
     """A source that maps a visibility but declares no rules: other values are hidden."""
     config = demo_aip_config(backend, tmp_path)
-    config["aip"]["sources"]["articles"].pop("record_visibility")
+    config["aip"]["sources"]["help-articles"].pop("record_visibility")
     gateway = inprocess_factory(config)
     for key in (None, STAFF_KEY):
         document = retrieve(gateway, "The mobile app keeps crashing", key=key)
@@ -117,3 +117,57 @@ def test_a_long_or_empty_request_id_is_refused_and_never_echoed_whole(demo: Gate
     empty = httpx.post(demo.url + "/pag/retrieve", json=ask(request_id=""), timeout=10)
     assert empty.status_code == 400
     assert empty.json()["request_id"] == empty.headers["x-request-id"]
+
+
+def with_aidre(config: dict[str, Any]) -> dict[str, Any]:
+    """The demo's AIDRE section beside its AIP one: collection `articles`, source
+    `help-articles`, the same records."""
+    return {**config, "aidre": {k: v for k, v in DEMO["aidre"].items() if k != "cursor_secret"}}
+
+
+def test_a_policies_rule_governs_an_aip_source_as_it_governs_an_aidre_collection(
+        backend: str, inprocess_factory, tmp_path):
+    """One `record_visibility` rule shape in policies/, naming the AIP source or the AIDRE
+    collection: internal articles reach the articles:read caller on both, anonymous on neither.
+    The source declares no record_visibility of its own, so only the policies rule shows them."""
+    config = with_aidre(demo_aip_config(backend, tmp_path))
+    config["aip"]["sources"]["help-articles"].pop("record_visibility")
+    rules = [{"id": f"internal-{name}-for-article-readers", "kind": "record_visibility",
+              "collection": name, "visibility": "internal", "when": {"scopes": ["articles:read"]},
+              "description": "Internal articles are for article readers."}
+             for name in ("articles", "help-articles")]
+    (tmp_path / "policies" / "records.yaml").write_text(yaml.safe_dump({"rules": rules}))
+    gateway = inprocess_factory(config)
+
+    def aidre_visibilities(query: str, key: str | None) -> set[str]:
+        headers = {"content-type": "application/json", **({"X-API-Key": key} if key else {})}
+        response = httpx.post(gateway.url + "/search", headers=headers, timeout=10,
+                              json={"query": query, "collection": "articles", "top_k": 10})
+        assert response.status_code == 200, response.text
+        return {r["metadata"]["visibility"] for r in response.json()["results"]}
+
+    internal_ids = {a["id"] for a in INTERNAL}
+    seen = {"aip": set(), "aidre": set()}
+    for query in QUERIES:
+        assert not leaked(retrieve(gateway, query))
+        assert aidre_visibilities(query, None) <= {"public"}
+        seen["aip"] |= sources(retrieve(gateway, query, key=STAFF_KEY)) & internal_ids
+        seen["aidre"] |= aidre_visibilities(query, STAFF_KEY) - {"public"}
+    assert len(seen["aip"]) >= 4
+    assert seen["aidre"] == {"internal"}
+
+
+def test_an_aip_source_is_no_aidre_collection(backend: str, inprocess_factory, tmp_path):
+    """Both are policy resources, in one namespace: AIDRE answers a source's name as it answers
+    an unknown one."""
+    gateway = inprocess_factory(with_aidre(demo_aip_config(backend, tmp_path)))
+
+    def refusal(response: httpx.Response) -> tuple[int, str, str]:
+        return response.status_code, response.json()["error"], response.json()["message"]
+
+    searches = [refusal(httpx.post(gateway.url + "/search", timeout=10, json={
+        "query": "password", "collection": name})) for name in ("help-articles", "nope")]
+    assert searches[0] == searches[1] == (404, "not_found", "No such collection.")
+    chunks = [refusal(httpx.get(f"{gateway.url}/chunks/{name}:art-0001", timeout=10))
+              for name in ("help-articles", "nope")]
+    assert chunks[0] == chunks[1] and chunks[0][0] == 404

@@ -165,6 +165,34 @@ def test_optional_signing_lets_unsigned_calls_fall_back_to_the_auth_section(
             401, "Invalid signature")
 
 
+def test_the_pipelines_refusals_of_a_signed_retrieve_are_aip_envelopes_signed(
+        inprocess_factory, backend: str, canned: str, tmp_path: Path):
+    """The policy stage's denial and the rate limit's 429 are `denied` answers, signed with the
+    request's key; a bad signature is the signing page's minimal body, unsigned."""
+    limits = {"storage": "memory://", "rules": [
+        {"name": "aip", "paths": ["/pag/retrieve"], "key": "platform", "limit": "2/minute"}]}
+    gateway = inprocess_factory(config(backend, canned, tmp_path,
+                                       signing=signing_section(tmp_path), rate_limits=limits))
+
+    def send(**changes: Any) -> httpx.Response:
+        content = body_bytes(**changes)
+        response = post(gateway, content, signed(content))
+        assert verify_response(SECRET, response.status_code, "/pag/retrieve", response.headers,
+                               response.content) is None
+        return response
+
+    policy = answer(send(extensions={"aigw": {"use": "training"}}), 403, "denied")
+    assert policy["denial"] == {"reason": "policy_violation",
+                                "message": "The declared use of the content is not permitted."}
+    answer(send(), 200, "ok")
+    limited = send()
+    body = answer(limited, 429, "denied")
+    assert body["denial"]["reason"] == "rate_limited" and body["request_id"] == "req_92fA1"
+    assert int(limited.headers["retry-after"]) >= 1
+    content = body_bytes()
+    refused(post(gateway, content, signed(content, secret=b"x" * 32)), 401, "Invalid signature")
+
+
 # --------------------------------------------------------------------------- events
 
 

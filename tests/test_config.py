@@ -180,8 +180,8 @@ def test_policy_files_are_loaded_and_their_errors_name_the_file(tmp_path: Path):
     path = write(tmp_path, "policies: policies\nupstreams:\n  a: {url: 'http://h'}\n")
     assert sorted(issues_of(path)) == [
         f"{policies / 'broken.yaml'}: (top level): expected a mapping at the top level",
-        f"{policies / 'stray.yaml'}: vector_return[0].collection: expected one of the AIDRE "
-        "collections (none)",
+        f"{policies / 'stray.yaml'}: vector_return[0].collection: expected one of the "
+        "collections and sources the config declares (none)",
         f"{policies / 'typo.yaml'}: vector_retrun: unknown field; check its spelling and place",
     ]
     for name in ("broken", "typo", "stray"):

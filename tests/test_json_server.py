@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+import yaml
 from json_server import (
     BINARY,
     EXAMPLE,
@@ -385,24 +386,40 @@ def test_aidip_invokes_a_post_operation_of_json_server(gateway: str, upstream: s
     assert refused.status_code == 401
 
 
-@xfail("issue 21 item 4: AIDIP operations may only be POST or PUT")
-def test_aidip_invokes_a_get_operation_of_json_server(inprocess_factory, upstream: str,
-                                                     tmp_path: Path):
-    config = example_config(upstream, tmp_path)
-    config["aidip"]["agents"]["lookup"] = {
-        "name": "Package lookup", "description": "Finds packages by exact name.",
-        "capabilities": ["lookup"],
-        "operations": [{
-            "name": "find", "description": "The packages of that name.", "upstream": "debian",
-            "method": "GET", "path": "/packages",
-            "inputs": {"type": "object", "required": ["name"],
-                       "properties": {"name": {"type": "string", "minLength": 1}}},
-            "outputs": {"type": "array", "items": {"type": "object", "required": ["id"]}}}]}
-    gateway = inprocess_factory(config)
-    response = httpx.post(f"{gateway.url}/agents/lookup/invoke/find", json={"name": "g++"},
+@pytest.mark.parametrize("identifier", [identifier for collection, identifier in HARD_IDS
+                                        if collection == "packages"])
+def test_aidip_invokes_a_get_operation_of_json_server(gateway: str,
+                                                     db: dict[str, dict[str, dict]],
+                                                     identifier: str):
+    present(db, "packages", identifier)
+    package = db["packages"][identifier]
+    response = httpx.post(f"{gateway}/agents/packages/invoke/get", json={"id": identifier},
                           headers=OWNER)
     assert response.status_code == 200, response.text
-    assert [row["id"] for row in response.json()] == ["g++"]
+    assert response.json() == package  # json-server's record, read with GET /packages/{id}
+    found = httpx.post(f"{gateway}/agents/packages/invoke/find",
+                       json={"name": package["name"]}, headers=OWNER)
+    assert found.status_code == 200, found.text
+    assert [row["id"] for row in found.json()] == \
+        [key for key, row in db["packages"].items() if row["name"] == package["name"]]
+
+
+def test_aidip_get_operations_of_json_server_refuse_what_they_cannot_send(gateway: str,
+                                                                          db: dict):
+    section = db["packages"]["g++"]["section"]
+    found = httpx.post(f"{gateway}/agents/packages/invoke/find", json={"section": section},
+                       headers=OWNER)
+    assert sorted(row["id"] for row in found.json()) == \
+        sorted(key for key, row in db["packages"].items() if row["section"] == section)
+    missing = httpx.post(f"{gateway}/agents/packages/invoke/get", json={"id": "no-such"},
+                         headers=OWNER)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NotFound"
+    for body in ({"id": ".."}, {"id": ["g++"]}, {"id": "x" * 257}, {"name": "g++", "x": 1}):
+        refused = httpx.post(f"{gateway}/agents/packages/invoke/get", json=body, headers=OWNER)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["code"] == "InvalidInput"
+    assert httpx.post(f"{gateway}/agents/packages/invoke/get", json={"id": "g++"},
+                      headers=APP).status_code == 403  # needs packages:read
 
 
 # --------------------------------------------------------------------------- upstream URLs
@@ -427,14 +444,101 @@ def test_no_surface_answer_carries_json_servers_address(gateway: str, upstream: 
         assert origin not in str(response.headers), response.request.url
 
 
-@xfail("issue 21 item 5: no opt-in rewriting of upstream URLs in passthrough bodies")
+def add_notes(upstream: str, *notes: dict[str, Any]) -> None:
+    """Notes stored in json-server through its own API (POST /notes keeps a given id)."""
+    for note in notes:
+        httpx.post(f"{upstream}/notes", json=note, timeout=10).raise_for_status()
+
+
 def test_passthrough_can_rewrite_json_servers_address_in_bodies(inprocess_factory,
                                                                 upstream: str, tmp_path: Path):
     config = example_config(upstream, tmp_path)
     config["upstreams"]["debian"]["rewrite_body_urls"] = True
+    public = config["public_base_url"]
     link = {"id": "self-link", "package_id": "g++", "href": f"{upstream}/packages/g%2B%2B"}
-    httpx.post(f"{upstream}/notes", json=link).raise_for_status()
+    # a list of them over 1 KiB: json-server gzips that for a client that accepts gzip
+    listed = [{"id": f"listed-{n}", "package_id": "listed", "text": "x" * 300,
+               "href": f"{upstream}/notes/listed-{n}"} for n in range(5)]
+    add_notes(upstream, link, *listed)
+    assert httpx.get(f"{upstream}/notes?package_id=listed",
+                     headers={"accept-encoding": "gzip"}).headers["content-encoding"] == "gzip"
     gateway = inprocess_factory(config)
     response = httpx.get(f"{gateway.url}/notes/self-link", headers=OWNER)
     assert response.status_code == 200, response.text
-    assert response.json()["href"] == f"{config['public_base_url']}/packages/g%2B%2B"
+    assert response.json()["href"] == f"{public}/packages/g%2B%2B"
+    follow = httpx.get(gateway.url + response.json()["href"].removeprefix(public),
+                       headers=OWNER)
+    assert follow.json()["id"] == "g++"  # the rewritten URL is one the gateway serves
+    many = httpx.get(f"{gateway.url}/notes?package_id=listed", headers=OWNER)  # gzip accepted
+    assert [note["href"] for note in many.json()] == \
+        [f"{public}/notes/listed-{n}" for n in range(5)]
+    assert upstream.split("//")[1] not in many.text
+
+
+def test_passthrough_bodies_pass_as_sent_without_the_option(gateway: str, upstream: str):
+    add_notes(upstream, {"id": "raw-link", "package_id": "cmake",
+                         "href": f"{upstream}/packages/cmake"})
+    response = httpx.get(f"{gateway}/notes/raw-link", headers=OWNER)
+    assert response.status_code == 200, response.text
+    assert response.json()["href"] == f"{upstream}/packages/cmake"  # the upstream's body
+
+
+def notes_surfaces(config: dict[str, Any]) -> dict[str, Any]:
+    """The example with json-server's notes as an AIDRE collection and a PDPP stream, their
+    `href` (a URL) mapped."""
+    hits = {"id": "id", "text": "text", "fields": {"title": "package_id", "url": "href"}}
+    config["aidre"]["collections"]["notes"] = {
+        "description": "Notes about packages.",
+        "text_search": {"upstream": "debian", "path": "/notes", "mapping": hits,
+                        "query": {"q": "{query}", "_start": "{offset}", "_limit": "{limit}"}},
+        "chunk": {"upstream": "debian", "path": "/notes/{id}", "mapping": hits}}
+    config["pdpp"]["streams"]["notes"] = {
+        "connector_id": "json-server-notes", "primary_key": "id", "cursor_field": "id",
+        "fields": {"id": {"path": "id", "required": True}, "text": {"path": "text"},
+                   "href": {"path": "href"}},
+        "records": {"upstream": "debian", "path": "/notes", "mapping": {"id": "id"},
+                    "query": {"_start": "{offset}", "_limit": "{limit}"}},
+        "record": {"upstream": "debian", "path": "/notes/{id}", "mapping": {"id": "id"}}}
+    return config
+
+
+def test_surfaces_give_json_servers_urls_public_or_not_at_all(inprocess_factory,
+                                                              upstream: str, tmp_path: Path):
+    text = "surface-url-note"
+    add_notes(upstream,
+              {"id": "url-served", "text": text, "href": f"{upstream}/packages/g%2B%2B"},
+              {"id": "url-owned", "text": text, "href": f"{upstream}/search?q=x"},
+              {"id": "url-public", "text": text, "href": "https://packages.debian.org/g++"})
+    config = notes_surfaces(example_config(upstream, tmp_path))
+    public = config["public_base_url"]
+    gateway = inprocess_factory(config)
+    expected = {"url-served": f"{public}/packages/g%2B%2B", "url-owned": None,
+                "url-public": "https://packages.debian.org/g++"}
+    hits = search(gateway.url, text, "notes")["results"]
+    assert {hit["id"]: hit.get("source", {}).get("url") for hit in hits} == \
+        {f"notes:{key}": url for key, url in expected.items()}
+    for key, url in expected.items():
+        assert chunk(gateway.url, "notes", key).json().get("source", {}).get("url") == url
+        record = httpx.get(f"{gateway.url}/v1/streams/notes/records/{key}", headers=OWNER)
+        assert record.status_code == 200, record.text
+        assert record.json()["data"].get("href") == url
+    assert upstream.split("//")[1] not in str(hits)
+
+
+def test_validate_warns_of_a_url_field_it_could_not_rewrite(upstream: str, tmp_path: Path):
+    config = notes_surfaces(example_config(upstream, tmp_path))
+    for needs_a_public_url in ("public_base_url", "aip", "aidip"):
+        del config[needs_a_public_url]
+    config["auth"]["resource"] = "https://packages.example.com"
+    config["policies"] = None  # the example's policies name AIP and AIDIP
+    path = tmp_path / "aigw.yaml"
+    path.write_text(yaml.safe_dump(config, allow_unicode=True))
+    result = subprocess.run([sys.executable, "-m", "gateway", "validate", "--strict", str(path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    for where in ("aidre.collections.notes.text_search.mapping.fields.url",
+                  "aidre.collections.notes.chunk.mapping.fields.url",
+                  "pdpp.streams.notes.fields.href"):
+        assert re.search(f"{re.escape(where)}: '(url|href)' looks like a URL: without "
+                         "public_base_url", output), output

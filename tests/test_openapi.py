@@ -160,7 +160,7 @@ def aip_section(workdir) -> dict:
                           "fields": {"title": "title", "url": "url"}}}
     return {"publisher": {"id": "acme-help", "name": "Acme Help Centre",
                           "domain": "help.example.com"},
-            "editorial_domains": ["support"], "sources": {"articles": {"search": search}},
+            "editorial_domains": ["support"], "sources": {"help": {"search": search}},
             "event": {"path": "/pag/events"},
             "events": {"file": str(workdir / "events.jsonl")},
             "signing": {"enabled": True, "required": False,

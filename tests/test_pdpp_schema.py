@@ -58,8 +58,8 @@ def items(request: UpstreamRequest) -> Reply:
 
 
 def violations(field: str, action: str) -> float:
-    return REGISTRY.get_sample_value("aigw_pdpp_schema_violations_total",
-                                     {"stream": "items", "field": field, "action": action}) or 0.0
+    labels = {"surface": "pdpp", "collection": "items", "field": field, "action": action}
+    return REGISTRY.get_sample_value("aigw_schema_violations_total", labels) or 0.0
 
 
 # --------------------------------------------------------------------------- the schema

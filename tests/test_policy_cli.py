@@ -161,8 +161,8 @@ def test_lint_refuses_a_rule_naming_a_collection_the_config_lacks(copy: Path):
                                   "collection": "artcles", "description": "Oops."})
     result = aigw("policy", "lint", str(copy))
     assert result.returncode == 1
-    assert "typo.yaml: rules[0].collection: expected one of the AIDRE collections" \
-        in result.stderr
+    assert "typo.yaml: rules[0].collection: expected one of the collections and sources the " \
+        "config declares (articles, help-articles)" in result.stderr
 
 
 def test_rule_ids_must_be_unique_across_files(copy: Path):

@@ -192,3 +192,48 @@ def test_the_redis_sink_adds_each_line_to_a_stream(tmp_path):
         assert json.loads(entries[0][1][b"line"])["revision"] == "rev"
     finally:
         client.delete(stream)
+
+
+def test_an_aip_retrieve_logs_its_policy_decisions_like_an_aidre_search(
+        backend, inprocess_factory, tmp_path):
+    """The retrieve's own ask, who reads the source and which hit visibilities the caller sees,
+    on one decision-log line; a denial by the policy packs is the deciding decision, taken
+    before the source is read."""
+    from test_aip import ask
+    from test_aip_visibility import STAFF_KEY, demo_aip_config
+
+    log = tmp_path / "decisions.jsonl"
+    config = {**demo_aip_config(backend, tmp_path),
+              "decision_log": {"sink": "file", "path": str(log)}}
+    (tmp_path / "policies" / "aip.yaml").write_text(yaml.safe_dump({"rules": [{
+        "id": "no-scrapers", "kind": "aip_retrieve", "platforms": ["scraper-bot"],
+        "effect": "deny", "message": "Scrapers may not retrieve.",
+        "description": "No scraper retrieves."}]}))
+    gateway = inprocess_factory(config)
+    import httpx
+
+    def retrieve(key: str | None = None, **changes: object) -> tuple[dict, dict]:
+        response = httpx.post(gateway.url + "/pag/retrieve", timeout=10,
+                              json=ask(query="reset your password", **changes),
+                              headers={"X-API-Key": key} if key else {})
+        return response.json(), logged(log, response.headers["x-aigw-decision-id"])
+
+    for key, internal in ((None, "deny"), (STAFF_KEY, "allow")):
+        answer, record = retrieve(key)
+        assert answer["status"] == "ok"
+        aip = [d for d in record["decisions"] if d["kind"] != "route"]  # the app's, first
+        decided = {(d["kind"], d["resource"], d.get("attributes", {}).get("visibility")):
+                   (d["rule"], d["effect"]) for d in aip}
+        assert {d["surface"] for d in aip} == {"aip"}
+        assert decided[("aip_retrieve", "retrieve", None)] == (None, "allow")
+        assert decided[("collection_read", "help-articles", None)] == \
+            ("config:aip.sources.help-articles", "allow")
+        assert decided[("record_visibility", "help-articles", "internal")] == \
+            ("config:aip.sources.help-articles.record_visibility.internal", internal)
+        assert decided[("record_visibility", "help-articles", "public")] == (None, "allow")
+    answer, record = retrieve(platform={"id": "scraper-bot"})
+    assert answer["denial"] == {"reason": "policy_violation",
+                                "message": "Scrapers may not retrieve."}
+    assert (record["kind"], record["rule"], record["effect"]) == \
+        ("aip_retrieve", "no-scrapers", "deny")
+    assert [d["kind"] for d in record["decisions"]] == ["route", "aip_retrieve"]

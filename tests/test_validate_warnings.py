@@ -219,3 +219,39 @@ def test_a_public_rule_without_methods_on_a_passthrough_path_warns(tmp_path: Pat
                               "may use on /api/v1/health")
     config["auth"]["routes"][0]["methods"] = ["GET"]
     assert warnings_of(tmp_path, config) == []
+
+
+URL_DROPPED = "looks like a URL: without public_base_url a value naming a configured upstream"
+
+
+def test_a_mapped_url_field_without_public_base_url_warns(tmp_path: Path):
+    config = aidre_config(tmp_path, rate_limits=LIMITED)
+    del config["public_base_url"]
+    config["auth"] = {"default_access": "public", "resource": "https://ai.example.com"}
+    hits = config["aidre"]["collections"]["articles"]["text_search"]["mapping"]
+    hits["fields"]["see_also"] = "_links.next.href"  # the expression names a URL field
+    hits["metadata"]["nextUrl"] = "next"
+    where = "aidre.collections.articles.text_search.mapping"
+    found = [w for w in warnings_of(tmp_path, config) if URL_DROPPED in w]
+    assert {w.split(":")[0] for w in found if w.startswith(where)} == {
+        f"{where}.fields.url", f"{where}.fields.see_also", f"{where}.metadata.nextUrl"}
+    assert "aidre.collections.articles.chunk.mapping.fields.url" in {
+        w.split(":")[0] for w in found}
+    assert all("http://127.0.0.1:9/..." in w for w in found)
+    config["public_base_url"] = "https://ai.example.com"  # such URLs can be rewritten now
+    assert [w for w in warnings_of(tmp_path, config) if URL_DROPPED in w] == []
+
+
+@pytest.mark.parametrize(("name", "path", "warned"), [
+    ("homepage_url", "homepage", True), ("link", "l", True), ("website", "links.self", True),
+    ("homepage", "homepage", False), ("curl_command", "curl", False), ("title", "title", False),
+])
+def test_pdpp_fields_that_look_like_urls_warn(tmp_path: Path, name: str, path: str,
+                                              warned: bool):
+    pdpp = demo_pdpp()
+    pdpp["streams"]["messages"]["fields"][name] = {"path": path}
+    config = {"upstreams": {"helpcentre": {"url": "http://127.0.0.1:9"}}, "pdpp": pdpp,
+              "rate_limits": LIMITED}
+    found = {w.split(":")[0] for w in warnings_of(tmp_path, config) if URL_DROPPED in w}
+    assert "pdpp.streams.articles.fields.url" in found  # the demo's own, without a public URL
+    assert (f"pdpp.streams.messages.fields.{name}" in found) is warned

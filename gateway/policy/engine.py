@@ -155,19 +155,6 @@ class PolicyEngine:
         return outcome.effect
 
 
-def may_see_record(visibility: str | None, rules: Mapping[str, frozenset[str]],
-                   principal: Principal, own: str = "public") -> bool:
-    """The record-visibility rule for a source configured with per-value scopes (AIP): a
-    visibility `rules` lists needs its scopes; `public` and the resource's `own` need none;
-    any other value, and a record without one (None), is seen by nobody."""
-    if visibility is None:
-        return False
-    if visibility in rules:
-        scopes = rules[visibility]
-        return set(scopes) <= principal.scopes and (not scopes or not principal.is_anonymous)
-    return visibility in ("public", own)
-
-
 def record_visibility(resource: Resource, hit: Hit) -> str | None:
     """The record's own visibility, else the resource's; None (seen by nobody) when records
     must carry one and this one does not."""
@@ -178,8 +165,8 @@ def record_visibility(resource: Resource, hit: Hit) -> str | None:
 
 
 def _named_visibilities(rules: Iterable[Rule], collection: str) -> set[str]:
-    """The visibilities `record_visibility` rules name for a collection. The kind is a surface's
-    (AIDRE's), so its fields are read by name: the core imports no surface."""
+    """The visibilities `record_visibility` rules name for a resource (gateway.policy.resources;
+    read by name, as a rule of any kind may be handed in)."""
     found = set()
     for rule in rules:
         visibility = getattr(rule, "visibility", None)

@@ -21,7 +21,10 @@ from gateway.policy.rules import Ask, Effect, Rule
 from gateway.strict import Strict
 
 if TYPE_CHECKING:
+    from gateway.policy.config import PolicyPack
     from gateway.settings import Settings
+
+RESOURCE_KINDS = ("collection_read", "vector_return", "record_visibility")
 
 
 class RecordScopes(Strict):
@@ -79,6 +82,20 @@ class RecordVisibility(ResourceRule):
 
 
 Declared = Callable[["Settings"], dict[str, ResourceSpec]]
+
+
+def unknown_resources(declared: Mapping[str, ResourceSpec],
+                      pack: PolicyPack) -> list[tuple[str, str]]:
+    """(dotted path in the policy file, message) for each rule naming no declared resource."""
+    known = ", ".join(sorted(declared)) or "none"
+    expected = f"expected one of the collections and sources the config declares ({known})"
+    problems = [(f"vector_return[{index}].collection", expected)
+                for index, rule in enumerate(pack.vector_return)
+                if rule.collection not in declared]
+    problems.extend((f"rules[{index}].collection", expected)
+                    for index, rule in enumerate(pack.rules)
+                    if rule.kind in RESOURCE_KINDS and rule.collection not in declared)
+    return problems
 
 
 class _ResourceKinds:

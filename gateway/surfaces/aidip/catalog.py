@@ -33,8 +33,8 @@ class Operation:
     idempotent: bool = False
     batch: bool = False
     url: str | None = None  # registered agents: the upstream URL
-    upstream: str | None = None  # configured agents: the upstream, method and path
-    method: str = "POST"
+    upstream: str | None = None  # configured agents: the upstream and path
+    method: str = "POST"  # how the gateway calls the agent (sending.py)
     path: str = ""
     forward_token: bool = False
 
@@ -147,10 +147,12 @@ def _listed(agent: Agent, principal: Principal) -> bool:
 def from_record(record: Record, stamp: bytes | None = None) -> Agent:
     metadata = record["metadata"]
     endpoints = record.get("endpoints", {})
+    methods = record.get("methods", {})  # none in records stored before GET: all POST
     operations = {
         op["name"]: Operation(op["name"], op["inputs"], op["outputs"],
                               bool(op.get("idempotent")), bool(op.get("batch")),
-                              url=endpoints.get(op["name"]))
+                              url=endpoints.get(op["name"]),
+                              method=methods.get(op["name"], "POST"))
         for op in metadata.get("operations", [])}
     clients = metadata.get("allowed_clients")
     return Agent(metadata["id"], metadata, operations, record_owner(record),

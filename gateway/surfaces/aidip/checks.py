@@ -5,6 +5,7 @@ from __future__ import annotations
 from gateway.paths import matches_prefix
 from gateway.settings import Settings
 from gateway.surfaces.aidip.config import Aidip
+from gateway.surfaces.aidip.sending import inputs_problem
 from gateway.untrusted_schema import SchemaRefused, compiled
 
 Problem = tuple[str, str]
@@ -42,6 +43,9 @@ def _agent_problems(settings: Settings, aidip: Aidip) -> list[Problem]:
                     compiled(getattr(operation, part))
                 except SchemaRefused as exc:
                     problems.append((f"{where}.{part}", f"schema refused: {exc}"))
+            sent = inputs_problem(operation.method, operation.inputs, operation.path)
+            if sent is not None:
+                problems.append((f"{where}.inputs", sent))
     return problems
 
 

@@ -27,9 +27,17 @@ class ConfiguredOperation(Strict):
     name: OperationName
     description: Annotated[str, Field(min_length=1, max_length=1000)]
     upstream: str
-    method: Literal["POST", "PUT"] = "POST"
-    path: Annotated[str, Field(pattern=r"^/")]
-    inputs: dict[str, Any] = Field(description="JSON Schema of the request body.")
+    method: Literal["GET", "POST", "PUT"] = Field(
+        "POST", description="POST or PUT send the input as the JSON body; GET sends no body: "
+        "each input field becomes a query parameter (percent-encoded; strings, numbers and "
+        "booleans only, null fields left out).")
+    path: Annotated[str, Field(pattern=r"^/")] = Field(
+        description="`{field}` is filled with that input field's value as one percent-encoded "
+        "path segment (the field must be required and a string, number or boolean).")
+    inputs: dict[str, Any] = Field(
+        description="JSON Schema of the input: the request body (POST, PUT) or the query "
+        "parameters (GET: an object whose properties are strings, numbers, integers or "
+        "booleans).")
     outputs: dict[str, Any] = Field(description="JSON Schema of the answer; checked.")
     examples: list[dict[str, Any]] = []
     idempotent: bool = Field(False, description="Retried once after a failure when true.")

@@ -32,6 +32,7 @@ from gateway.surfaces.aidip.request import (
     top_from,
 )
 from gateway.surfaces.aidip.search import Filters, ranked
+from gateway.surfaces.aidip.sending import DEFAULT_METHOD
 from gateway.surfaces.aidip.store import Created
 from gateway.surfaces.aidip.urls import url_fields
 from gateway.upstream.egress.urls import url_problem
@@ -201,16 +202,18 @@ class AidipService:
         if found:
             raise invalid_input(fields_message(found), found)
         document = metadata.normalized(body)
-        default = document.pop("endpoint")
-        endpoints = {}
-        operations = []
+        # How the gateway calls the agent stays inside, beside the metadata clients see.
+        default_endpoint = document.pop("endpoint")
+        default_method = document.pop(metadata.METHOD_FIELD, DEFAULT_METHOD)
+        endpoints, methods, operations = {}, {}, []
         for operation in document["operations"]:
             operation = dict(operation)
-            endpoints[operation["name"]] = operation.pop("endpoint", default)
+            endpoints[operation["name"]] = operation.pop("endpoint", default_endpoint)
+            methods[operation["name"]] = operation.pop(metadata.METHOD_FIELD, default_method)
             operations.append(operation)
         stored = {**document, "id": agent_id, "operations": operations}
         return {"metadata": stored, "owner": owner, "format": RECORD_FORMAT,
-                "endpoints": endpoints}
+                "endpoints": endpoints, "methods": methods}
 
     def _written(self, record: dict[str, Any], principal: Principal, status: int) -> Response:
         agent = from_record(record)
@@ -227,7 +230,8 @@ class AidipService:
         body = await json_body(request, generation.settings.proxy.max_body_bytes)
         items = await check_inputs(operation, body, self.settings.max_batch)
         invoker = Invoker(exchange.pipeline.calls(exchange))
-        outputs = await invoker.run(agent, operation, items, ctx,
+        requests = invoker.prepare(operation, items, batch=isinstance(body, list))
+        outputs = await invoker.run(agent, operation, requests, ctx,
                                     self.breakers.for_agent(agent.id),
                                     _credentials(request, generation.settings))
         return json_response(outputs if isinstance(body, list) else outputs[0])

@@ -5,9 +5,10 @@ against `outputs` after it. Both kinds of agent are called through what the pipe
 this request (`pipeline.Calls`): configured agents as a configured upstream (with its
 `add_headers` credentials and the caller's identity, as every upstream call); registered
 agents only through the locked-down egress client (gateway.upstream.egress), with nothing but
-the body and a request id. Every upstream failure becomes one of the error objects of §5.2 with a
-generic message. A POST is retried once only when the operation
-is declared idempotent.
+the input and a request id. The input travels as the operation's method says (`sending`: a
+JSON body, or a query for a GET), every request of a batch made and its URL length checked
+before any is sent. Every upstream failure becomes one of the error objects of §5.2 with a
+generic message. A call is retried once only when the operation is declared idempotent.
 
 Each agent has a circuit breaker, and only the agent's own failures count against it: a 5xx,
 a timeout, a connection that fails. A 4xx is the agent refusing this caller's input (§5.2's
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -36,10 +38,11 @@ from gateway.surfaces.aidip.breaker import Breaker
 from gateway.surfaces.aidip.catalog import Agent, Operation
 from gateway.surfaces.aidip.metadata import schema_problems
 from gateway.surfaces.aidip.render import fields_message, invalid_input
+from gateway.surfaces.aidip.sending import Outgoing, outgoing
 from gateway.untrusted_schema import SchemaRefused, Unverifiable
 from gateway.upstream import UpstreamError
 from gateway.upstream.egress.client import Answer, EgressFailed, EgressRefused
-from gateway.upstream_call import AnswerTooLarge
+from gateway.upstream_call import MAX_UPSTREAM_URL_BYTES, AnswerTooLarge
 
 log = logging.getLogger("aigw.aidip")
 _RETRIABLE_STATUSES = (502, 503, 504)
@@ -132,7 +135,23 @@ class Invoker:
     def __init__(self, calls: Calls) -> None:
         self.calls = calls  # the upstream calls the pipeline allows this request
 
-    async def run(self, agent: Agent, operation: Operation, items: list[Any],
+    def prepare(self, operation: Operation, items: list[Any], batch: bool) -> list[Outgoing]:
+        """The request for each input (`sending`), all made before any is sent:
+        `InvalidInput` naming the field a request cannot carry, or the input whose URL would
+        be longer than upstream servers accept."""
+        prepared = []
+        for index, item in enumerate(items):
+            at = f"[{index}]" if batch else ""
+            request = outgoing(operation, item, at)
+            if self.calls.url_too_long(request.target, operation.upstream):
+                raise invalid_input(
+                    f"The input is too long for the agent's URL (at most "
+                    f"{MAX_UPSTREAM_URL_BYTES} bytes): send shorter values.",
+                    [{"field": at or "(body)", "problem": "too long for a URL"}])
+            prepared.append(request)
+        return prepared
+
+    async def run(self, agent: Agent, operation: Operation, requests: list[Outgoing],
                   ctx: RequestContext, breaker: Breaker,
                   credentials: RawHeaders) -> Any:
         """The outputs (a list for a batch), or a `GatewayError` in AIDIP's vocabulary."""
@@ -145,8 +164,8 @@ class Invoker:
                                {"retry_after": wait}, (("retry-after", str(wait)),))
         outputs = []
         try:
-            for item in items:
-                outputs.append(await self._one(agent, operation, item, ctx, credentials))
+            for request in requests:
+                outputs.append(await self._one(agent, operation, request, ctx, credentials))
         except AgentRefusal as refusal:
             breaker.release()  # the caller's error: no breaker failure, no upstream error
             raise refusal.error() from None
@@ -165,46 +184,51 @@ class Invoker:
         breaker.success()
         return outputs
 
-    async def _one(self, agent: Agent, operation: Operation, item: Any, ctx: RequestContext,
-                   credentials: RawHeaders) -> Any:
-        body = orjson.dumps(item)
+    async def _one(self, agent: Agent, operation: Operation, request: Outgoing,
+                   ctx: RequestContext, credentials: RawHeaders) -> Any:
         attempts = 2 if operation.idempotent else 1
         for attempt in range(attempts):
             try:
-                answer = await self._call(agent, operation, body, ctx, credentials)
+                answer = await self._call(agent, operation, request, ctx, credentials)
                 if answer.status in _RETRIABLE_STATUSES and attempt + 1 < attempts:
                     continue
-                return await _output(answer, operation)
+                # a configured upstream's URLs are the gateway's business; a registered
+                # agent's answer is its own
+                scrub = self.calls.without_upstream_urls if operation.upstream else None
+                return await _output(answer, operation, scrub)
             except AgentFailure as failure:
                 if failure.kind not in ("connect", "timeout") or attempt + 1 == attempts:
                     raise
         raise AgentFailure("unreachable")  # pragma: no cover -- the loop always returns
 
-    async def _call(self, agent: Agent, operation: Operation, body: bytes,
+    async def _call(self, agent: Agent, operation: Operation, request: Outgoing,
                     ctx: RequestContext, credentials: RawHeaders) -> Answer:
         if operation.url is not None:
-            return await self._registered(operation.url, body, ctx)
-        return await self._configured(agent, operation, body, ctx, credentials)
+            return await self._registered(operation.method, request, ctx)
+        return await self._configured(agent, operation, request, ctx, credentials)
 
-    async def _registered(self, url: str, body: bytes, ctx: RequestContext) -> Answer:
+    async def _registered(self, method: str, request: Outgoing, ctx: RequestContext) -> Answer:
         ctx.upstream = "registered-agent"
-        headers = {"content-type": "application/json", "accept": "application/json",
-                   "x-request-id": ctx.request_id, "via": "1.1 aigw"}
+        headers = {"accept": "application/json", "x-request-id": ctx.request_id,
+                   "via": "1.1 aigw"}
+        if request.body is not None:
+            headers["content-type"] = "application/json"
         try:
-            return await self.calls.post_registered(url, body, headers)
+            return await self.calls.call_registered(method, request.target, request.body,
+                                                    headers)
         except EgressRefused:
             raise AgentFailure("refused") from None
         except EgressFailed as exc:
             raise AgentFailure(exc.kind) from None
 
-    async def _configured(self, agent: Agent, operation: Operation, body: bytes,
+    async def _configured(self, agent: Agent, operation: Operation, request: Outgoing,
                           ctx: RequestContext, credentials: RawHeaders) -> Answer:
         assert operation.upstream is not None  # a configured agent's operation names it
         forwarded = credentials if operation.forward_token else []
         try:
             async with asyncio.timeout(agent.timeout):
                 sent = await self.calls.send(operation.upstream, operation.method,
-                                             operation.path, body, headers=forwarded,
+                                             request.target, request.body, headers=forwarded,
                                              max_bytes=_MAX_CONFIGURED_ANSWER)
         except TimeoutError:
             raise AgentFailure("timeout") from None
@@ -215,7 +239,10 @@ class Invoker:
         return Answer(sent.status, sent.content_type, sent.body)
 
 
-async def _output(answer: Answer, operation: Operation) -> Any:
+async def _output(answer: Answer, operation: Operation,
+                  scrub: Callable[[Any, bytes], Any] | None = None) -> Any:
+    """The answer's JSON document, checked against the operation's outputs schema after
+    `scrub` (what upstream URLs in it become), or an `AgentFailure`/`AgentRefusal`."""
     if answer.status == 503:
         raise AgentFailure("status_503")
     if 400 <= answer.status < 500:
@@ -228,6 +255,8 @@ async def _output(answer: Answer, operation: Operation) -> Any:
         document = orjson.loads(answer.body)
     except orjson.JSONDecodeError:
         raise AgentFailure("not_json") from None
+    if scrub is not None:
+        document = scrub(document, answer.body)
     try:
         problems = await schema_problems([document], operation.outputs)
     except (Unverifiable, SchemaRefused):

@@ -14,6 +14,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from gateway.surfaces.aidip.render import busy
+from gateway.surfaces.aidip.sending import DEFAULT_METHOD, METHODS, inputs_problem
 from gateway.untrusted_schema import (
     DEFAULT_LIMITS,
     Overloaded,
@@ -24,6 +25,14 @@ from gateway.untrusted_schema import (
     validate,
 )
 
+# The draft's operations have no method (§5.1 has the client POST a JSON body to the agent),
+# so the method the gateway calls a registered endpoint with is a namespaced extension.
+METHOD_FIELD = "x-aigw-method"
+_METHOD = {"type": "string", "enum": list(METHODS), "description":
+           "Gateway extension: the HTTP method the gateway calls the endpoint with (default "
+           "POST). POST and PUT send the input as the JSON body; GET sends each input field as "
+           "a query parameter, so its inputs may only be strings, numbers, integers and "
+           "booleans. Clients invoke through the gateway with POST whatever this says."}
 _STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 100},
             "maxItems": 50, "uniqueItems": True}
 _JSON_SCHEMA = {"type": "object", "description": "A JSON Schema (2020-12)."}
@@ -42,6 +51,8 @@ OPERATION: dict[str, Any] = {
                      "description": "This operation's own URL; default: the agent's."},
         "idempotent": {"type": "boolean"},
         "batch": {"type": "boolean"},
+        METHOD_FIELD: {**_METHOD, "description": "This operation's method; default: the "
+                       f"agent's {METHOD_FIELD}. {_METHOD['description']}"},
     },
 }
 
@@ -69,6 +80,7 @@ AGENT_SCHEMA: dict[str, Any] = {
         "operations": {"type": "array", "minItems": 1, "maxItems": 50, "items": OPERATION},
         "inputs": _JSON_SCHEMA,
         "outputs": _JSON_SCHEMA,
+        METHOD_FIELD: _METHOD,
         "allowed_clients": {**_STRINGS, "description":
                             "Client ids entitled to see and invoke the agent (gateway extension)."},
     },
@@ -113,8 +125,9 @@ def _problems(document: Any) -> list[dict[str, str]]:
         return [{"field": "(body)", "problem": f"too big: {too_big}"}]
     found = [_problem(error) for error in _VALIDATOR.iter_errors(document)]
     if isinstance(document, dict):
-        found += _operation_problems(document.get("operations"))
-        found += _schemas_problems(document, "")
+        method = document.get(METHOD_FIELD, DEFAULT_METHOD)
+        found += _operation_problems(document.get("operations"), method)
+        found += _schemas_problems(document, "", method)
     return sorted(found, key=lambda p: (p["field"], p["problem"]))
 
 
@@ -128,7 +141,7 @@ def normalized(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "operations": [operation]}
 
 
-def _operation_problems(operations: Any) -> list[dict[str, str]]:
+def _operation_problems(operations: Any, default_method: Any) -> list[dict[str, str]]:
     if not isinstance(operations, list):
         return []
     found, seen = [], set()
@@ -139,11 +152,16 @@ def _operation_problems(operations: Any) -> list[dict[str, str]]:
         if name in seen:
             found.append({"field": f"operations[{index}].name", "problem": "duplicate name"})
         seen.add(name)
-        found += _schemas_problems(operation, f"operations[{index}].")
+        if "method" in operation:  # else silently ignored, and the agent POSTed to
+            found.append({"field": f"operations[{index}].method",
+                          "problem": f"unknown field: the gateway's is '{METHOD_FIELD}'"})
+        method = operation.get(METHOD_FIELD, default_method)
+        found += _schemas_problems(operation, f"operations[{index}].", method)
     return found
 
 
-def _schemas_problems(holder: dict[str, Any], prefix: str) -> list[dict[str, str]]:
+def _schemas_problems(holder: dict[str, Any], prefix: str,
+                      method: Any) -> list[dict[str, str]]:
     found = []
     for part in ("inputs", "outputs"):
         schema = holder.get(part)
@@ -154,6 +172,10 @@ def _schemas_problems(holder: dict[str, Any], prefix: str) -> list[dict[str, str
         except SchemaRefused as refused:
             where = f"{refused.where}: " if refused.where else ""
             found.append({"field": f"{prefix}{part}", "problem": f"{where}{refused.problem}"})
+            continue
+        sent = inputs_problem(method, schema) if part == "inputs" else None
+        if sent is not None:
+            found.append({"field": f"{prefix}{part}", "problem": sent})
     return found
 
 

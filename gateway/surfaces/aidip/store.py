@@ -1,8 +1,9 @@
 """Where registrations live: process memory, or Redis shared by every replica.
 
 A record is {"metadata": agent metadata as clients see it, "owner": who registered it (typed,
-owners.py), "format": 2, "endpoints": {operation: upstream URL}}; the upstream URLs never leave
-the gateway.
+owners.py), "format": 2, "endpoints": {operation: upstream URL}, "methods": {operation: GET,
+POST or PUT}} (records without "methods" are called with POST); the upstream URLs and methods
+never leave the gateway.
 A store that cannot answer raises `RegistryUnavailable`; the surface fails closed with a 503.
 
 Every write is atomic in the store itself, never a read in the handler followed by a write:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.capability import Capability
-from gateway.policy.config import PolicyPack
 from gateway.policy.resources import ResourceSpec
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
@@ -34,11 +33,6 @@ class AidrePlugin(Surface):
 
         section = self.section(settings)
         return endpoint_warnings(settings, section) + cursor_warnings(section)
-
-    def policy_problems(self, settings: Settings, pack: PolicyPack) -> list[Problem]:
-        from gateway.surfaces.aidre.checks import vector_rule_problems
-
-        return vector_rule_problems(self.section(settings), pack)
 
     def policy_resources(self, settings: Settings) -> dict[str, ResourceSpec]:
         from gateway.surfaces.aidre.policy_rules import collection_resources

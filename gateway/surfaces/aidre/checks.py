@@ -1,9 +1,9 @@
-"""Load-time checks of the `aidre` section, and of policy rules that name its collections."""
+"""Load-time checks of the `aidre` section (policy rules naming its collections are checked by
+the core, with every surface's resources: gateway.policy.resources.unknown_resources)."""
 
 from __future__ import annotations
 
 from gateway.mapping import MappingError
-from gateway.policy.config import PolicyPack
 from gateway.settings import Settings
 from gateway.surfaces.aidre.collections import compile_collections
 from gateway.surfaces.aidre.config import Aidre
@@ -32,18 +32,3 @@ def cursor_warnings(aidre: Aidre | None) -> list[tuple[str, str]]:
         return []
     return [("aidre.cursor_secret", "expected a secret: without one the cursor key is "
              "derived from the config, so whoever can read the config can forge cursors")]
-
-
-def vector_rule_problems(aidre: Aidre | None, pack: PolicyPack) -> list[tuple[str, str]]:
-    """(dotted path in the policy file, message) for rules naming no AIDRE collection."""
-    known = set(aidre.collections) if aidre else set()
-    expected = f"expected one of the AIDRE collections ({', '.join(sorted(known)) or 'none'})"
-    problems = [(f"vector_return[{index}].collection", expected)
-                for index, rule in enumerate(pack.vector_return) if rule.collection not in known]
-    problems.extend((f"rules[{index}].collection", expected)
-                    for index, rule in enumerate(pack.rules)
-                    if rule.kind in _KINDS and rule.collection not in known)
-    return problems
-
-
-_KINDS = ("collection_read", "vector_return", "record_visibility")

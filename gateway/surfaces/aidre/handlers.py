@@ -46,23 +46,21 @@ class AidreSurface:
         key = secret.get_secret_value().encode() if secret else \
             derived_key(self.settings, generation.settings.public_base_url)
         self.cursors = CursorSigner(key, self.settings.cursor_ttl)
+        self.collections = _own_collections(generation)
         self.page = window.Window([])  # set by `collect` for this request
-
-    @property
-    def collections(self) -> dict[str, CompiledCollection]:
-        return self.generation.resources
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
         await _check_media_type(request)
         body = await _json_body(request, self.generation.settings.proxy.max_body_bytes)
         query = parse_search(body, self.settings)
-        if query.cursor is None:
-            return query
-        try:
-            offset = self.cursors.offset(query.cursor, _cursor_key(query))
-        except InvalidCursor as exc:
-            raise invalid(str(exc)) from None
-        return replace(query, offset=offset)
+        if query.cursor is not None:
+            try:
+                offset = self.cursors.offset(query.cursor, _cursor_key(query))
+            except InvalidCursor as exc:
+                raise invalid(str(exc)) from None
+            query = replace(query, offset=offset)
+        self._check_collection(query.collection)
+        return query
 
     async def collect(self, query: Query, ctx: RequestContext, stages: Stages) -> list[Hit]:
         """The caller's page at the query's offset: policy decides on each record as it is
@@ -91,6 +89,12 @@ class AidreSurface:
                                      "collection": collection.name,
                                      "results": results, "meta": meta})
 
+    def _check_collection(self, name: str | None) -> None:
+        """Another surface's resource (an AIP source) is no collection here: refused as the
+        policy stage refuses an unknown one."""
+        if name not in self.collections:
+            raise GatewayError(404, "not_found", "No such collection.", {"collection": name})
+
     def _operation(self, query: Query) -> Operation[Any]:
         collection = self.collections[query.collection or ""]
         if query.vector is None:
@@ -116,6 +120,7 @@ class ChunkSurface(AidreSurface):
         collection, _, item = request.path_params["id"].partition(":")
         if not addressable(item):
             raise GatewayError(404, "not_found", "No such chunk.")
+        self._check_collection(collection)
         return Query(collection=collection, filters={"id": item})
 
     def plan(self, query: Query, ctx: RequestContext) -> tuple[Operation[Any], Placeholders]:
@@ -221,7 +226,12 @@ async def discovery(exchange: Exchange) -> Response:
 
 
 def _collections(exchange: Exchange) -> dict[str, CompiledCollection]:
-    return {name: resource for name, resource in exchange.generation.resources.items()
+    return _own_collections(exchange.generation)
+
+
+def _own_collections(generation: Any) -> dict[str, CompiledCollection]:
+    """AIDRE's collections among every surface's resources."""
+    return {name: resource for name, resource in generation.resources.items()
             if isinstance(resource, CompiledCollection)}
 
 

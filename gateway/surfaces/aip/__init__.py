@@ -6,6 +6,7 @@ from typing import Any
 
 from gateway.capability import Capability
 from gateway.policy.kinds import RuleKind
+from gateway.policy.resources import ResourceSpec
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
 from gateway.surfaces.aip.config import Aip
@@ -46,6 +47,11 @@ class AipPlugin(Surface):
 
         return AIP_KINDS
 
+    def policy_resources(self, settings: Settings) -> dict[str, ResourceSpec]:
+        from gateway.surfaces.aip.policy_rules import source_resources
+
+        return source_resources(self.section(settings))
+
     def process_local_state(self, settings: Settings) -> list[str]:
         aip = self.section(settings)
         if aip is None or not aip.enabled:
@@ -73,7 +79,8 @@ class AipPlugin(Surface):
         from gateway.surfaces.aip.declaration import aip_documents
         from gateway.surfaces.aip.handlers import routes
         from gateway.surfaces.aip.policy import AipPolicy
-        from gateway.surfaces.aip.signed import render_error
+        from gateway.surfaces.aip.signed import AipErrors
+        from gateway.surfaces.aip.sources import compile_sources
         from gateway.surfaces.aip.wiring import Wiring
 
         settings = context.settings
@@ -81,8 +88,10 @@ class AipPlugin(Surface):
         documents = aip_documents(aip, settings.public_base_url or "", policy, context.modified)
         wiring = Wiring.acquire(aip, context.shared)
         # The sources compile: the load-time checks made sure of it.
-        served = routes(aip, set(settings.upstreams), policy, wiring)
-        return Mount(self.name, served, documents=dict(documents), render_error=render_error)
+        sources = compile_sources(aip, set(settings.upstreams))
+        served = routes(aip, sources, policy, wiring)
+        return Mount(self.name, served, documents=dict(documents),
+                     render_error=AipErrors(aip.retrieve_path), resources=sources)
 
     def openapi(self, settings: Settings) -> dict[str, Any]:
         aip = self.section(settings)

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from gateway.operations import UpstreamOperation
+from gateway.policy.resources import RecordScopes
 from gateway.strict import Strict
 from gateway.surfaces.aip.signing_config import Events, KeyPrefix, Signing, store_url
 
@@ -98,17 +99,6 @@ class EventEndpoint(Strict):
     )
 
 
-class HitVisibility(Strict):
-    """Hits carry their own visibility (mapped as `metadata.visibility` by the search or the
-    article mapping); this says who sees which. A value named nowhere but `public`, or a hit
-    without one, is seen by nobody."""
-
-    scopes: dict[str, list[str]] = Field(
-        {}, description="Scopes a caller needs to see a hit of each visibility; `public` hits "
-        "need none.",
-    )
-
-
 class Source(Strict):
     """Where answers come from: a search, and optionally the full article of each hit."""
 
@@ -126,10 +116,11 @@ class Source(Strict):
         "articles", description="Without `article`: whether search texts are whole articles "
         "(split, never returned whole unless full_article) or excerpts (returned as they are).",
     )
-    record_visibility: HitVisibility | None = Field(
-        None, description="Per-hit visibility, checked for the caller before any text is cut "
-        "into chunks. Without it a hit is public unless its mapping gives another visibility, "
-        "which then nobody sees.",
+    record_visibility: RecordScopes | None = Field(
+        None, description="Per-hit visibility (mapped as `metadata.visibility` by the search or "
+        "the article mapping), checked for the caller before any text is cut into chunks; "
+        "`record_visibility` rules in policies/ naming the source decide too. Without it a hit "
+        "is public unless its mapping gives another visibility, which only such rules show.",
     )
 
 

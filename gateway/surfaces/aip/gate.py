@@ -7,13 +7,10 @@ authentication of the `auth` section. A verified request's principal is its sign
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.asgi import Scope
-from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.model import Principal, TokenKind
 from gateway.surfaces.aip.nonces import NonceStore
@@ -37,6 +34,11 @@ def check_platform(verified: VerifiedKey | None, platform: str) -> None:
                            "platform.id is not the platform of the signing key.")
 
 
+def key_principal(verified: VerifiedKey) -> Principal:
+    """Who a verified request speaks as: its signing key, a client."""
+    return Principal(subject=verified.key_id, client_id=verified.key_id, kind=TokenKind.CLIENT)
+
+
 def request_target(scope: Scope) -> str:
     """The path and query as sent, which the canonical string covers."""
     raw = scope.get("raw_path")
@@ -58,23 +60,18 @@ class Gate:
         """Signing covers the body, so it is read before anyone is authenticated."""
         return self._verifier is not None
 
-    async def admit(self, request: Request, body: bytes, pipeline: Any,
-                    ctx: RequestContext) -> VerifiedKey | None:
-        """The verified key, or None when the pipeline authenticated the caller instead.
-
-        Raises `SignatureRefused` for a failed signature check, `GatewayError` for a failed
-        authentication by the pipeline."""
+    async def verify(self, request: Request, body: bytes) -> VerifiedKey | None:
+        """The key that signed the request; None when no signature is checked here (signing
+        off, or an unsigned request where signatures are not required), so the pipeline
+        authenticates the caller instead. Raises `SignatureRefused` for a failed check."""
         signing, verifier = self._signing, self._verifier
         if signing is None or verifier is None or not (
                 signing.required or is_signed(request.headers)):
-            await pipeline.authenticate(ctx, request.scope)
             return None
         outcome = await verifier.verify(request.method, request_target(request.scope),
                                         request.headers, body)
         if isinstance(outcome, SigningFailure):
             raise SignatureRefused(outcome)
-        ctx.principal = Principal(subject=outcome.key_id, client_id=outcome.key_id,
-                                  kind=TokenKind.CLIENT)
         return outcome
 
     def sign(self, verified: VerifiedKey | None, scope: Scope,

@@ -1,18 +1,25 @@
-"""`POST /pag/retrieve`: authenticate (a signature, or the pipeline), validate, rate-limit by
-platform, decide, then read the sources and answer with chunks, a denial or an error, never both
-content and denial; an ok answer is recorded first: its request id as issued to the platform
-(what citation events must name) and an access event."""
+"""`POST /pag/retrieve` on the shared pipeline. It admits the request (a signature, else
+authentication; then the rate limit, keyed on the platform the body declares: see
+`RetrieveAdmission`) and runs it as a `Retrieval`: parsed, decided, the source read through the
+pipeline's stages, and answered with chunks, a denial or an error, never both content and
+denial; an ok answer is recorded first: its request id as issued to the platform (what citation
+events must name) and an access event."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
 
+from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import errors
+from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
+from gateway.model import Hit, Query
+from gateway.pipeline import Stages
+from gateway.policy.rules import Ask
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json
@@ -22,7 +29,7 @@ from gateway.surfaces.aip.events import EventSink, access_event
 from gateway.surfaces.aip.gate import Gate, check_platform
 from gateway.surfaces.aip.intake import EventIntake, store_event
 from gateway.surfaces.aip.ledger import EventLedger
-from gateway.surfaces.aip.policy import AipPolicy, Denial, pick_source
+from gateway.surfaces.aip.policy import AipPolicy, pick_source, refusal, unsupported
 from gateway.surfaces.aip.request import (
     QUERY_PATH,
     RetrieveRequest,
@@ -30,105 +37,151 @@ from gateway.surfaces.aip.request import (
     parse_retrieve,
     readable_request_id,
 )
-from gateway.surfaces.aip.signed import AipAnswer, Denied, SignedEndpoint, content_type
-from gateway.surfaces.aip.sources import compile_sources, read_pieces
+from gateway.surfaces.aip.signed import (
+    AipAnswer,
+    Denied,
+    SignedAdmission,
+    answer_of,
+    content_type,
+)
+from gateway.surfaces.aip.sources import CompiledSource, pieces, read_hits
 from gateway.surfaces.aip.tokens import TokenCounter
 from gateway.surfaces.aip.wiring import Wiring
 
 
-class Retriever(SignedEndpoint):
+class RetrieveAdmission(SignedAdmission):
+    """Admission of a retrieve: the rate limit keys on the platform the body declares, so the
+    body is read here (once: the endpoint answers from what is kept on the `AipAnswer`). A
+    body that cannot be read is counted all the same, then refused by the endpoint."""
+
+    def __init__(self, aip: Aip, gate: Gate) -> None:
+        super().__init__(gate, aip.retrieve_max_bytes)
+        self.max_query_chars = aip.retrieval.max_query_chars
+
+    def learn_limit_key(self, exchange: Exchange) -> None:
+        answer = answer_of(exchange, self.gate)
+        body, problem = parse_json(exchange.body or b"", content_type(exchange.request),
+                                   {QUERY_PATH: self.max_query_chars})
+        answer.request_id = readable_request_id(body) or answer.request_id
+        if problem is None:  # only a body of the right media type is ever acted on
+            try:
+                answer.retrieve = parse_retrieve(body)
+                check_platform(answer.verified, answer.retrieve.platform)
+            except GatewayError as error:
+                answer.retrieve, problem = None, error
+        answer.problem = problem
+        exchange.ctx.platform_id = answer.retrieve.platform if answer.retrieve else None
+
+
+class Retriever:
     """What one config generation needs to answer retrieves; built once at load."""
 
-    def __init__(self, aip: Aip, upstreams: set[str], policy: AipPolicy, gate: Gate,
-                 sink: EventSink | None, ledger: EventLedger | None = None) -> None:
+    def __init__(self, aip: Aip, sources: dict[str, CompiledSource], policy: AipPolicy,
+                 gate: Gate, sink: EventSink | None, ledger: EventLedger | None = None) -> None:
         self.aip = aip
-        self.policy = policy
+        self.limits = policy.limits(aip.retrieval.max_chunks, aip.retrieval.max_tokens)
         self.gate = gate
         self.sink = sink
         self.ledger = ledger
-        self.sources = compile_sources(aip, upstreams)
+        self.sources = sources
         self.counter = TokenCounter(aip.retrieval.encoding)
 
-    def _body_limit(self, proxy_limit: int) -> int:
-        return min(proxy_limit, self.aip.retrieve_max_bytes)
+    async def handle(self, exchange: Exchange) -> Response:
+        """The pipeline runs the retrieve (`Retrieval`); the answer is signed like any other."""
+        answer = answer_of(exchange, self.gate)
+        response = await exchange.pipeline.retrieve(Retrieval(self, answer), exchange)
+        return self.gate.sign(answer.verified, exchange.request.scope, response)
 
-    async def _handle(self, exchange: Exchange, answer: AipAnswer) -> Response:
-        ctx = exchange.ctx
-        raw = await self._admitted_body(exchange, answer)
-        body, problem = parse_json(raw, content_type(exchange.request),
-                                   {QUERY_PATH: self.aip.retrieval.max_query_chars})
-        answer.request_id = readable_request_id(body) or answer.request_id
-        ask = None
-        if problem is None:  # only a body of the right media type is ever acted on
-            try:
-                ask = parse_retrieve(body)
-                check_platform(answer.verified, ask.platform)
-            except GatewayError as error:
-                ask, problem = None, error
-        ctx.platform_id = ask.platform if ask else None
-        await _rate_limit(exchange)  # keyed on the platform, so after the body is read
-        if problem is not None or ask is None:
-            raise problem or invalid("The request could not be read.")
-        return await self._answer(ask, exchange)
+    def cut(self, source: CompiledSource, hits: list[Hit], query: str) -> list[Chunk]:
+        """The chunks an answer carries, cut from the hits' texts within the limits."""
+        retrieval = self.aip.retrieval
+        whole = retrieval.supports.full_article or not source.whole_articles
+        articles = [split(piece, self.counter, retrieval.chunk_tokens)
+                    for piece in pieces(hits)]
+        return select(articles, query, self.limits, whole)
 
-    async def _answer(self, ask: RetrieveRequest, exchange: Exchange) -> Response:
-        ctx, policy = exchange.ctx, self.policy
-        denial = policy.decide(self.aip, ask, datetime.now(UTC).date(), ctx)
-        if denial is not None:
-            raise Denied(denial)
-        limits = policy.limits(self.aip.retrieval.max_chunks, self.aip.retrieval.max_tokens)
-        source = self.sources[pick_source(self.aip, ask) or ""]
-        budget = ask.latency_budget_ms
-        try:
-            async with asyncio.timeout(budget / 1000 if budget is not None else None):
-                pieces = await read_pieces(source, ask.query_text or "", limits.max_chunks,
-                                           exchange.generation, ctx)
-        except TimeoutError:
-            ctx.upstream_error = "timeout"
-            raise errors.upstream_timeout() from None
-        supports = self.aip.retrieval.supports
-        whole = supports.full_article or not source.whole_articles
-        articles = [split(piece, self.counter, self.aip.retrieval.chunk_tokens)
-                    for piece in pieces]
-        chunks = select(articles, ask.query_text or "", limits, whole)
-        await self._record_access(ask, chunks)
-        return render.ok(ask.request_id, chunks, self.aip.publisher.name, limits,
-                         supports.citations)
-
-    async def _record_access(self, ask: RetrieveRequest, chunks: list[Chunk]) -> None:
+    async def record_access(self, wanted: RetrieveRequest, chunks: list[Chunk]) -> None:
         """Recorded before the content leaves: no record, no content. The request id is issued
         first, so a failure there leaves no access event for content never sent."""
         if self.ledger is not None:
-            await self.ledger.issue(ask.platform, ask.request_id)
+            await self.ledger.issue(wanted.platform, wanted.request_id)
         if self.sink is None:
             return
         publisher = self.aip.publisher
         event = access_event(
-            request_id=ask.request_id, publisher_id=publisher.id,
-            publisher_domain=publisher.domain, platform_id=ask.platform_id,
+            request_id=wanted.request_id, publisher_id=publisher.id,
+            publisher_domain=publisher.domain, platform_id=wanted.platform_id,
             chunks_returned=len(chunks), token_count=sum(c.token_count for c in chunks))
         await store_event(self.sink, event)
 
 
-def routes(aip: Aip, upstreams: set[str], policy: AipPolicy,
+class Retrieval:
+    """One retrieve as the pipeline runs it (`pipeline.CollectingSurface`), in the spec's order
+    of decisions: access and scope as it is parsed; the policy packs' `aip_retrieve` rules (the
+    query's ask) and who reads the source, by the policy stage; what the publisher can serve
+    before any upstream call; then the source's hits the caller may see, cut into chunks."""
+
+    name = "aip"
+
+    def __init__(self, retriever: Retriever, answer: AipAnswer) -> None:
+        self.retriever = retriever
+        self.answer = answer
+        self.chunks: list[Chunk] = []
+
+    @property
+    def wanted(self) -> RetrieveRequest:
+        """The retrieve request as admission read it; one it could not read is refused (as it
+        is parsed)."""
+        if self.answer.retrieve is None:
+            raise self.answer.problem or invalid("The request could not be read.")
+        return self.answer.retrieve
+
+    async def parse(self, request: Request, ctx: RequestContext) -> Query:
+        wanted, aip = self.wanted, self.retriever.aip
+        denial = refusal(aip, wanted, datetime.now(UTC).date())
+        if denial is not None:
+            raise Denied(denial)
+        return Query(
+            text=wanted.query_text, top_k=self.retriever.limits.max_chunks,
+            collection=pick_source(aip, wanted),
+            asks=(Ask("aip_retrieve", "retrieve", ctx.principal, {
+                "platform": wanted.platform, "placement": wanted.placement, "uses": wanted.uses}),))
+
+    async def collect(self, query: Query, ctx: RequestContext, stages: Stages) -> list[Hit]:
+        """The hits the caller may see, within the request's latency budget; their chunks are
+        cut and the access recorded here, before anything is rendered."""
+        wanted, retriever = self.wanted, self.retriever
+        denial = unsupported(retriever.aip, wanted)
+        if denial is not None:
+            raise Denied(denial)
+        source = retriever.sources[query.collection or ""]
+        budget = wanted.latency_budget_ms
+        try:
+            async with asyncio.timeout(budget / 1000 if budget is not None else None):
+                hits = await read_hits(source, query.text or "", query.top_k, stages)
+        except TimeoutError:
+            ctx.upstream_error = "timeout"
+            raise errors.upstream_timeout() from None
+        self.chunks = retriever.cut(source, hits, query.text or "")
+        await retriever.record_access(wanted, self.chunks)
+        return hits
+
+    def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
+        aip = self.retriever.aip
+        return render.ok(self.wanted.request_id, self.chunks, aip.publisher.name,
+                         self.retriever.limits, aip.retrieval.supports.citations)
+
+
+def routes(aip: Aip, sources: dict[str, CompiledSource], policy: AipPolicy,
            wiring: Wiring) -> list[SurfaceRoute]:
     gate, sink, ledger = wiring.gate, wiring.sink, wiring.ledger
-    retriever = Retriever(aip, upstreams, policy, gate, sink, ledger)
+    retriever = Retriever(aip, sources, policy, gate, sink, ledger)
     served = [SurfaceRoute(aip.retrieve_path, retriever.handle, methods=["POST"],
-                           name="aip.retrieve", admission=Admission.SURFACE)]
+                           name="aip.retrieve", admission=Admission.BODY_FIRST,
+                           body_first=RetrieveAdmission(aip, gate))]
     if aip.event is not None and sink is not None and ledger is not None:
         intake = EventIntake(aip, gate, sink, ledger)
         served.append(SurfaceRoute(aip.event.path, intake.handle, methods=["POST"],
-                                   name="aip.event", admission=Admission.SURFACE))
+                                   name="aip.event", admission=Admission.BODY_FIRST,
+                                   body_first=SignedAdmission(gate, intake.max_bytes)))
     return served
-
-
-async def _rate_limit(exchange: Exchange) -> None:
-    """A 429 from the rate-limit stage is AIP's `rate_limited` denial; other failures raise."""
-    try:
-        await exchange.pipeline.limit(exchange.ctx)
-    except GatewayError as error:
-        if error.code != "rate_limited":
-            raise
-        raise Denied(Denial("rate_limited", "Too many requests; retry later."),
-                     error.headers) from None

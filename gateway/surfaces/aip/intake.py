@@ -1,4 +1,4 @@
-"""`POST` citation events (aip.json `endpoints.event`): authenticated like retrieve, bounded in
+"""`POST` citation events (aip.json `endpoints.event`): admitted like retrieve, bounded in
 size, checked against access-citation-event.schema.json (422 names the failing field), bound to
 a request this gateway answered to the same platform (and to the signing key's platform when
 signed), stored once per platform and event_id, then stored in the sink."""
@@ -21,7 +21,7 @@ from gateway.surfaces.aip.gate import Gate, check_platform
 from gateway.surfaces.aip.ledger import Claim, EventLedger, events_unavailable
 from gateway.surfaces.aip.names import normal_name
 from gateway.surfaces.aip.request import readable_request_id
-from gateway.surfaces.aip.signed import AipAnswer, SignedEndpoint, content_type
+from gateway.surfaces.aip.signed import AipAnswer, answer_of, content_type
 
 
 async def store_event(sink: EventSink, event: dict[str, Any]) -> None:
@@ -42,7 +42,7 @@ def duplicate_event() -> GatewayError:
                         {"field": "event_id"})
 
 
-class EventIntake(SignedEndpoint):
+class EventIntake:
     def __init__(self, aip: Aip, gate: Gate, sink: EventSink, ledger: EventLedger) -> None:
         self.aip = aip
         self.gate = gate
@@ -50,13 +50,15 @@ class EventIntake(SignedEndpoint):
         self.ledger = ledger
         self.max_bytes = aip.event.max_bytes if aip.event is not None else 64 * 1024
 
-    def _body_limit(self, proxy_limit: int) -> int:
-        return min(proxy_limit, self.max_bytes)
+    async def handle(self, exchange: Exchange) -> Response:
+        """An admitted event (the pipeline read its body, verified or authenticated the
+        caller, and counted it), stored once; the answer is signed like any other."""
+        answer = answer_of(exchange, self.gate)
+        response = await self._accept(exchange, answer)
+        return self.gate.sign(answer.verified, exchange.request.scope, response)
 
-    async def _handle(self, exchange: Exchange, answer: AipAnswer) -> Response:
-        raw = await self._admitted_body(exchange, answer)
-        await exchange.pipeline.limit(exchange.ctx)
-        event, problem = parse_json(raw, content_type(exchange.request))
+    async def _accept(self, exchange: Exchange, answer: AipAnswer) -> Response:
+        event, problem = parse_json(exchange.body or b"", content_type(exchange.request))
         answer.request_id = readable_request_id(event) or answer.request_id
         if problem is not None:
             raise problem

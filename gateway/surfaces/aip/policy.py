@@ -1,17 +1,14 @@
-"""AIP decisions taken before any upstream call, in the spec's order: access, scope, then the
-policy packs' constraints, then what the publisher can serve. Limits are the strictest of the
-declaration and every pack."""
+"""AIP's own decisions, in the spec's order around the policy engine's: access and scope
+(`refusal`, as the request is parsed), then the engine decides the policy packs' `aip_retrieve`
+rules and who reads the source, then what the publisher can serve (`unsupported`, before any
+upstream call). Limits are the strictest of the declaration and every pack."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
 
-from gateway.context import RequestContext
-from gateway.model import ANONYMOUS
 from gateway.policy.bundle import PolicyBundle
-from gateway.policy.decisions import note
-from gateway.policy.rules import Ask
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.policy_rules import AipLimit
 from gateway.surfaces.aip.request import RetrieveRequest
@@ -39,10 +36,9 @@ def in_scope(domains: list[str], intent: str) -> bool:
 
 
 class AipPolicy:
-    """Decides with the bundle's `aip_retrieve` and `aip_limit` rules (policy_rules.py)."""
+    """The static limits of the bundle's `aip_limit` rules (policy_rules.py), read at load."""
 
     def __init__(self, bundle: PolicyBundle | None) -> None:
-        self.bundle = bundle
         limits = bundle.of_kind("aip_limit") if bundle is not None else []
         self._limits = [rule for rule in limits if isinstance(rule, AipLimit)]
 
@@ -51,25 +47,10 @@ class AipPolicy:
         tokens = [declared_tokens, *(r.max_tokens for r in self._limits if r.max_tokens)]
         return Limits(min(chunks), min(tokens))
 
-    def decide(self, aip: Aip, request: RetrieveRequest, today: date,
-               ctx: RequestContext | None = None) -> Denial | None:
-        """The first denial that applies, or None when the request may be served."""
-        return (_access(aip, today) or _scope(aip, request)
-                or self._violation(request, ctx) or _unsupported(aip, request))
 
-    def _violation(self, request: RetrieveRequest, ctx: RequestContext | None) -> Denial | None:
-        if self.bundle is None:
-            return None
-        ask = Ask("aip_retrieve", "retrieve", ctx.principal if ctx else ANONYMOUS, {
-            "platform": request.platform, "placement": request.placement,
-            "uses": request.uses})
-        outcome = self.bundle.decide(ask)
-        note(ctx, "aip", ask, outcome, self.bundle.shadow(ask))
-        if outcome.effect == "allow":
-            return None
-        rule = self.bundle.rule(outcome.rule) if outcome.rule else None
-        return Denial("policy_violation", getattr(rule, "message", None)
-                      or "This retrieval is not permitted by the publisher's policy.")
+def refusal(aip: Aip, request: RetrieveRequest, today: date) -> Denial | None:
+    """The first of the access and scope denials that applies."""
+    return _access(aip, today) or _scope(aip, request)
 
 
 def _access(aip: Aip, today: date) -> Denial | None:
@@ -88,7 +69,8 @@ def _scope(aip: Aip, request: RetrieveRequest) -> Denial | None:
     return Denial("out_of_scope", "Requested intent is outside declared editorial domains.")
 
 
-def _unsupported(aip: Aip, request: RetrieveRequest) -> Denial | None:
+def unsupported(aip: Aip, request: RetrieveRequest) -> Denial | None:
+    """Why the publisher cannot serve the request, if it cannot."""
     supports = aip.retrieval.supports
     if request.mode == "full_article" and not supports.full_article:
         return Denial("unsupported", "Full articles are not offered; ask for chunks.")
@@ -104,9 +86,10 @@ def _unsupported(aip: Aip, request: RetrieveRequest) -> Denial | None:
 
 
 def pick_source(aip: Aip, request: RetrieveRequest) -> str | None:
-    """The source named by the request, else the first one whose domains cover the intent."""
+    """The source named by the request, else the first one whose domains cover the intent;
+    None when no source offered does."""
     names = [request.source] if request.source is not None else list(aip.sources)
-    for name in names:
+    for name in (name for name in names if name in aip.sources):
         domains = aip.sources[name].domains or aip.editorial_domains
         if in_scope(domains, request.domain):
             return name

@@ -1,5 +1,7 @@
 """AIP's rule kinds: which platforms, placements and declared uses may retrieve
-(`aip_retrieve`, denials answered as `policy_violation`), and limits (`aip_limit`)."""
+(`aip_retrieve`, denials answered as `policy_violation`), and limits (`aip_limit`); and its
+sources as the resources the core's rule kinds decide on (who reads a source, who sees its
+hits of each visibility: gateway.policy.resources)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,14 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from gateway.policy.kinds import RawRule, RuleKind, Sample
+from gateway.policy.resources import ResourceSpec
 from gateway.policy.rules import Ask, Rule
 from gateway.settings import Settings
+from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.names import normal_names
+
+# What a reader of a source gets of each hit: its text in chunks, its title and URL in citations.
+SOURCE_PARTS = ("text", "title", "url")
 
 
 class AipRetrieve(Rule):
@@ -111,3 +118,15 @@ AIP_KINDS = [
              "max_chunks / max_tokens per retrieve (the strictest applies)", default="allow",
              samples=lambda settings, rules: [("retrieve", {})], projection=_limits),
 ]
+
+
+def source_resources(aip: Aip | None) -> dict[str, ResourceSpec]:
+    """Every source: public (a caller the gateway admits may retrieve), its hits seen as its
+    `record_visibility` says."""
+    if aip is None:
+        return {}
+    return {name: ResourceSpec(
+        where=f"aip.sources.{name}", surface="aip",
+        record_scopes={value: tuple(scopes) for value, scopes in rules.scopes.items()}
+        if (rules := source.record_visibility) is not None else None,
+        parts=SOURCE_PARTS) for name, source in aip.sources.items()}

@@ -1,6 +1,7 @@
-"""AIP sources compiled from config, and the upstream reads that turn a query into pieces of
-text: a search, then (when configured) each hit's whole article, keeping only the hits the
-caller may see (the policy engine's record-visibility decision) before any text is cut."""
+"""AIP sources compiled from config (each a resource the policy engine decides on), and the
+upstream reads that turn a query into pieces of text: a search, then (when configured) each
+hit's whole article, keeping only the hits the caller may see (the policy stage's
+record-visibility decision) before any text is cut."""
 
 from __future__ import annotations
 
@@ -9,13 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway import errors
-from gateway.context import RequestContext
-from gateway.model import Hit, Principal
+from gateway.model import Hit
 from gateway.operations import Operation, Placeholders, compile_operation
-from gateway.policy.engine import may_see_record
+from gateway.pipeline import Stages
 from gateway.surfaces.aip.chunks import Piece
 from gateway.surfaces.aip.config import Aip, Source
-from gateway.upstream_call import UpstreamCalls
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +42,32 @@ class CompiledSource:
     settings: Source
     search: Operation[SourceSearch]
     article: Operation[ArticleRead] | None
-    # None: hits are public unless their mapping says otherwise (then nobody sees them).
-    visibility_rules: dict[str, frozenset[str]] | None
+
+    # As a resource the policy engine decides on (gateway.policy.engine.Resource): public,
+    # without stored vectors; its hits carry their own visibility when `record_visibility` is set.
+    @property
+    def public(self) -> bool:
+        return True
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        return frozenset()
+
+    @property
+    def returns_vectors(self) -> bool:
+        return False
+
+    @property
+    def visibility(self) -> str:
+        return "public"
+
+    @property
+    def record_visibility(self) -> dict[str, frozenset[str]] | None:
+        """None: a hit is public unless its mapping gives another visibility."""
+        rules = self.settings.record_visibility
+        if rules is None:
+            return None
+        return {value: frozenset(scopes) for value, scopes in rules.scopes.items()}
 
     @property
     def whole_articles(self) -> bool:
@@ -59,45 +82,45 @@ def compile_sources(aip: Aip, upstreams: set[str]) -> dict[str, CompiledSource]:
         search = compile_operation(source.search, f"{where}.search", upstreams, SourceSearch)
         article = (compile_operation(source.article, f"{where}.article", upstreams, ArticleRead)
                    if source.article is not None else None)
-        rules = source.record_visibility
-        compiled[name] = CompiledSource(
-            name, source, search, article, None if rules is None else
-            {value: frozenset(scopes) for value, scopes in rules.scopes.items()})
+        compiled[name] = CompiledSource(name, source, search, article)
     return compiled
 
 
-async def read_pieces(source: CompiledSource, query: str, hits_wanted: int,
-                      generation: Any, ctx: RequestContext) -> list[Piece]:
-    """The texts the answer is cut from, best hit first; any upstream failure raises."""
-    upstream: UpstreamCalls = generation.pipeline.upstream
+async def read_hits(source: CompiledSource, query: str, hits_wanted: int,
+                    stages: Stages) -> list[Hit]:
+    """The hits the caller may see, best first, read through the pipeline's stages (upstream
+    calls; the policy's record-visibility decision, `keep`); any upstream failure raises."""
     wanted = SourceSearch(query=query, limit=hits_wanted, top_k=hits_wanted, fetch=hits_wanted,
                           offset=0)
-    hits = (await upstream.hits(source.search, wanted, ctx))[:hits_wanted]
+    hits = (await stages.hits(source.search, wanted))[:hits_wanted]
     if source.article is not None:
         # A hit the search already shows hidden is never read; the others are judged on the
         # article's visibility (or the search hit's, when the article does not give one).
-        hits = [hit for hit in hits
-                if "visibility" not in hit.metadata or visible(source, hit, ctx.principal)]
-        articles = await asyncio.gather(*(_article(source.article, hit, upstream, ctx)
+        hits = _less_hidden_by_search(hits, stages)
+        articles = await asyncio.gather(*(_article(source.article, hit, stages)
                                           for hit in hits))
         hits = [hit for hit in articles if hit is not None]
-    return [piece for hit in hits
-            if visible(source, hit, ctx.principal) and (piece := _piece(hit)) is not None]
+    return stages.keep(hits)
 
 
-def visible(source: CompiledSource, hit: Hit, principal: Principal) -> bool:
-    """Whether this caller may see the hit; a source without rules only shows public hits."""
-    value = hit.metadata.get("visibility")
-    if value is None and source.visibility_rules is None:
-        value = "public"
-    return may_see_record(value if isinstance(value, str) else None,
-                          source.visibility_rules or {}, principal)
+def pieces(hits: list[Hit]) -> list[Piece]:
+    """The texts an answer is cut from, in the hits' order; a hit without text gives none."""
+    return [piece for hit in hits if (piece := _piece(hit)) is not None]
 
 
-async def _article(operation: Operation[ArticleRead], found_by: Hit, upstream: UpstreamCalls,
-                   ctx: RequestContext) -> Hit | None:
+def _less_hidden_by_search(hits: list[Hit], stages: Stages) -> list[Hit]:
+    """The hits, less those whose visibility the search gives and the caller may not see."""
+    judged = [hit for hit in hits if "visibility" in hit.metadata]
+    if not judged:
+        return hits
+    hidden = {id(hit) for hit in judged} - {id(hit) for hit in stages.keep(judged)}
+    return [hit for hit in hits if id(hit) not in hidden]
+
+
+async def _article(operation: Operation[ArticleRead], found_by: Hit,
+                   stages: Stages) -> Hit | None:
     try:
-        found = await upstream.hits(operation, ArticleRead(id=found_by.id), ctx)
+        found = await stages.hits(operation, ArticleRead(id=found_by.id))
     except errors.GatewayError as error:
         if error.code == "not_found":  # gone since the search: leave it out
             return None

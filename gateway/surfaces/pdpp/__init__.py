@@ -12,6 +12,7 @@ from gateway.mapping import MappingError
 from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, Problem, Surface
 from gateway.surfaces.pdpp.config import Pdpp
+from gateway.upstream_urls import url_field_warnings
 
 if TYPE_CHECKING:
     from gateway.policy.config import PolicyPack
@@ -63,6 +64,8 @@ class PdppPlugin(Surface):
             found.append(("pdpp.cursor_secret", "unset: cursors are signed with a key derived "
                           "from this section; set a secret when replicas share traffic"))
         for name, stream in pdpp.streams.items():
+            found += url_field_warnings(settings, f"pdpp.streams.{name}.fields",
+                                        {field: spec.path for field, spec in stream.fields.items()})
             for kind in ("lexical_fields", "semantic_fields"):
                 declared = getattr(stream.search, kind)
                 for field in sorted(set(declared) - set(searchable(stream, declared))):

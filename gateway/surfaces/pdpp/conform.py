@@ -9,8 +9,9 @@ null on a field that is not `nullable`, is not sent:
 - a required field (or the primary key) makes the whole record unusable: it is skipped.
 
 Skipped records, and values of the wrong type or format left out, are counted in
-`aigw_pdpp_schema_violations_total` {stream, field, action} and logged once per read with
-their count, never with the value (a null left out is not: the upstream has no value).
+`aigw_schema_violations_total` {surface="pdpp", collection=<stream>, field, action} and
+logged once per read with their count, never with the value (a null left out is not
+counted: the upstream has no value).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from urllib.parse import urlsplit
 
 from jmespath.parser import ParsedResult
 
-from gateway.observability import PDPP_SCHEMA_VIOLATIONS
+from gateway.observability import SCHEMA_VIOLATIONS
 from gateway.surfaces.pdpp.config import FieldSpec
 
 log = logging.getLogger("aigw.pdpp")
@@ -156,6 +157,6 @@ def conform(rules: tuple[FieldRule, ...], item: Any, tally: Tally) -> dict[str, 
 def report(stream: str, tally: Mapping[tuple[str, str], int]) -> None:
     """Count and log a read's violations: names and counts, never a value."""
     for (field, action), count in sorted(tally.items()):
-        PDPP_SCHEMA_VIOLATIONS.labels(stream, field, action).inc(count)
+        SCHEMA_VIOLATIONS.labels("pdpp", stream, field, action).inc(count)
         log.warning("pdpp stream %s: %d value(s) of field %s break its schema: %s",
                     stream, count, field, action.replace("_", " "))

@@ -23,6 +23,8 @@ from gateway.upstream.egress.addresses import effective, is_public
 from gateway.upstream.egress.config import Egress, Origin
 from gateway.upstream.egress.urls import DEFAULT_PORTS, CheckedUrl, UrlProblem, checked_url
 
+METHODS = ("GET", "POST", "PUT")  # what a registered URL may be called with
+
 
 class EgressRefused(Exception):
     """The destination is not allowed; nothing was sent."""
@@ -130,9 +132,12 @@ class EgressClient:
         self.max_bytes = egress.max_response_bytes
         self._session: aiohttp.ClientSession | None = None
 
-    async def post(self, url: str, body: bytes, headers: dict[str, str],
-                   timeout: float | None = None) -> Answer:
-        """POST `body` to `url`; `EgressRefused` before anything is sent to a forbidden place."""
+    async def request(self, method: str, url: str, body: bytes | None,
+                      headers: dict[str, str], timeout: float | None = None) -> Answer:
+        """`method` (GET, POST or PUT) to `url`, with `body` unless it is a GET (which never
+        carries one); `EgressRefused` before anything is sent to a forbidden place."""
+        if method not in METHODS or (method == "GET") != (body is None):
+            raise ValueError("expected a GET without a body, or a POST or PUT with one")
         if self.policy.url_problem(url) is not None:
             raise EgressRefused("url")
         checked = checked_url(url)
@@ -145,17 +150,28 @@ class EgressClient:
                 raise EgressRefused("host name") from None
         try:
             async with asyncio.timeout(timeout or self.timeout):
-                return await self._send(url, body, headers)
+                return await self._send(method, url, body, headers)
         except TimeoutError:
             raise EgressFailed("timeout") from None
         except ValueError:
             raise EgressRefused("url") from None
 
-    async def _send(self, url: str, body: bytes, headers: dict[str, str]) -> Answer:
+    async def get(self, url: str, headers: dict[str, str],
+                  timeout: float | None = None) -> Answer:
+        """GET `url` (see `request`)."""
+        return await self.request("GET", url, None, headers, timeout)
+
+    async def post(self, url: str, body: bytes, headers: dict[str, str],
+                   timeout: float | None = None) -> Answer:
+        """POST `body` to `url` (see `request`)."""
+        return await self.request("POST", url, body, headers, timeout)
+
+    async def _send(self, method: str, url: str, body: bytes | None,
+                    headers: dict[str, str]) -> Answer:
         session = self._session or self._open()
         try:
-            async with session.post(url, data=body, headers=headers,
-                                    allow_redirects=False) as response:
+            async with session.request(method, url, data=body, headers=headers,
+                                       allow_redirects=False) as response:
                 payload = await _read_capped(response, self.max_bytes)
                 return Answer(response.status, response.headers.get("content-type", ""),
                               payload)
