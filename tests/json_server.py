@@ -55,7 +55,8 @@ def start_example_gateway(upstream: str, logs: Path) -> tuple[Process, str]:
     """`aigw run` on examples/json-server/aigw.yaml as it is, in front of `upstream`."""
     port, admin_port = free_port(), free_port()
     env = {"AIGW_PORT": str(port), "AIGW_ADMIN_PORT": str(admin_port),
-           "JSON_SERVER_URL": upstream}
+           "JSON_SERVER_URL": upstream,  # every test of a module shares it: no 429 between them
+           "EXAMPLE_RATE_LIMIT": "100000/minute", "EXAMPLE_BURST_LIMIT": "10000/second"}
     process = Process([sys.executable, "-m", "gateway", "run", "--config",
                        str(EXAMPLE / "aigw.yaml")], logs, f"gateway-json-server-{port}", env=env)
     answering(process, f"http://127.0.0.1:{admin_port}/healthz")
