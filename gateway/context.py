@@ -52,3 +52,6 @@ class RequestContext:
     platform_id: str | None = None  # the calling platform a request declares; a rate-limit key
     decisions: list[Any] = field(default_factory=list)  # gateway.policy.decisions.Noted
     decision_id: str | None = None  # set with the first policy decision; sent as a header
+    # The identity headers upstream calls carry, and the principal they were made for: made
+    # once a request, not once a call (a search may make a dozen).
+    upstream_identity: tuple[Principal, RawHeaders] | None = None

@@ -41,8 +41,14 @@ MAX_UPSTREAM_URL_BYTES = 8192
 @dataclass(frozen=True, slots=True)
 class RawAnswer:
     status: int
-    content_type: str
+    headers: RawHeaders
     body: bytes
+
+    @property
+    def content_type(self) -> str:
+        """The first Content-Type field's value, or "" without one."""
+        return next((value.decode("latin-1") for name, value in self.headers
+                     if name.lower() == b"content-type"), "")
 
 
 class AnswerTooLarge(Exception):
@@ -96,7 +102,13 @@ class UpstreamCalls:
         return operation.call(self.targets[operation.settings.upstream], values)
 
     def _identity(self, ctx: RequestContext) -> RawHeaders:
-        return self.identity.headers(ctx.principal) if self.identity is not None else []
+        """The caller's identity headers (shared by the request's calls: copy before changing)."""
+        if self.identity is None:
+            return []
+        made = ctx.upstream_identity
+        if made is None or made[0] is not ctx.principal:
+            made = ctx.upstream_identity = (ctx.principal, self.identity.headers(ctx.principal))
+        return made[1]
 
 
 def map_hits(call: UpstreamCall, document: Any, ctx: RequestContext) -> list[Hit]:
@@ -183,9 +195,7 @@ async def _exchange(target: ProxyTarget, method: str, url: str, body: bytes | No
         tracing.upstream_status(response.status)
     if payload is None:
         raise AnswerTooLarge()
-    content_type = next((value.decode("latin-1") for name, value in response.headers
-                         if name.lower() == b"content-type"), "")
-    return RawAnswer(response.status, content_type, payload)
+    return RawAnswer(response.status, response.headers, payload)
 
 
 async def _read_capped(response: Any, max_bytes: int) -> bytes | None:
