@@ -10,7 +10,9 @@ call is made with an instance of that kind, so every placeholder a config names 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Annotated, Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
@@ -68,23 +70,30 @@ class UpstreamCall:
     json: Any = None
 
 
+# What fills one part of an operation (its path, a query value, its body) from a kind's values.
+Fill = Callable[[Any], Any]
+
+
 @dataclass(frozen=True, slots=True)
 class Operation(Generic[K]):
     settings: UpstreamOperation
     mapping: HitMapping
     kind: type[K]
     paginates: bool  # the upstream applies {offset} itself; otherwise the gateway slices
+    # The path, query and body templates, compiled once (see `_compile_value`).
+    fill_path: Fill = field(repr=False)
+    fill_query: dict[str, Fill] = field(repr=False)
+    fill_body: Fill | None = field(repr=False)
 
     def call(self, target: ProxyTarget, values: K) -> UpstreamCall:
         """The call with every placeholder filled: `values` is this operation's kind, whose
         fields cover every placeholder it was compiled with."""
         if type(values) is not self.kind:
             raise TypeError(f"expected {self.kind.__name__} values, not {type(values).__name__}")
-        filled = values.values()
-        path = _WHOLE.sub(lambda m: quote(str(filled[m.group(1)]), safe=""), self.settings.path)
-        params = {name: _fill(template, filled) for name, template in self.settings.query.items()}
-        body = _fill(self.settings.body, filled) if self.settings.body is not None else None
-        return UpstreamCall(target, self.settings.method, path, self.mapping, params, body)
+        params = {name: fill(values) for name, fill in self.fill_query.items()}
+        body = self.fill_body(values) if self.fill_body is not None else None
+        return UpstreamCall(target, self.settings.method, self.fill_path(values), self.mapping,
+                            params, body)
 
 
 def compile_operation(settings: UpstreamOperation, where: str, upstreams: set[str],
@@ -100,8 +109,12 @@ def compile_operation(settings: UpstreamOperation, where: str, upstreams: set[st
         filled = ", ".join(f"{{{name}}}" for name in sorted(kind.names()))
         raise MappingError(where, f"unknown placeholder {{{sorted(unknown)[0]}}}; this "
                                   f"operation fills {filled}")
-    return Operation(settings, compile_mapping(settings.mapping, f"{where}.mapping"), kind,
-                     "offset" in used)
+    return Operation(
+        settings, compile_mapping(settings.mapping, f"{where}.mapping"), kind, "offset" in used,
+        fill_path=_compile_text(settings.path, _path_segment),
+        fill_query={name: _compile_value(template) for name, template in settings.query.items()},
+        fill_body=_compile_value(settings.body) if settings.body is not None else None,
+    )
 
 
 def _placeholders(settings: UpstreamOperation) -> set[str]:
@@ -119,15 +132,39 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def _fill(template: Any, values: dict[str, Any]) -> Any:
-    """A whole-string placeholder keeps its value's type (a vector stays a list)."""
+def _path_segment(value: Any) -> str:
+    return quote(str(value), safe="")
+
+
+def _compile_value(template: Any) -> Fill:
+    """What fills a query value or a body: a string that is one whole placeholder keeps its
+    value's type (a vector stays a list), placeholders inside a string are replaced by their
+    values' text, and dicts and lists are filled item by item."""
     if isinstance(template, str):
         whole = _WHOLE.fullmatch(template)
-        if whole:
-            return values[whole.group(1)]
-        return _WHOLE.sub(lambda m: str(values[m.group(1)]), template)
+        return attrgetter(whole.group(1)) if whole else _compile_text(template, str)
     if isinstance(template, dict):
-        return {key: _fill(item, values) for key, item in template.items()}
+        items = [(key, _compile_value(item)) for key, item in template.items()]
+        return lambda values: {key: fill(values) for key, fill in items}
     if isinstance(template, list):
-        return [_fill(item, values) for item in template]
-    return template
+        fills = [_compile_value(item) for item in template]
+        return lambda values: [fill(values) for fill in fills]
+    return lambda _values: template
+
+
+def _compile_text(template: str, render: Callable[[Any], str]) -> Fill:
+    """What fills a string's placeholders with `render(value)`, the text between them kept."""
+    pieces = _WHOLE.split(template)  # text, name, text, name, ..., text
+    texts, names = pieces[0::2], pieces[1::2]
+    if not names:
+        return lambda _values: template
+    fills = [(attrgetter(name), text) for name, text in zip(names, texts[1:], strict=True)]
+    first = texts[0]
+
+    def fill(values: Any) -> str:
+        parts = [first]
+        for value_of, text in fills:
+            parts += (render(value_of(values)), text)
+        return "".join(parts)
+
+    return fill
