@@ -93,7 +93,16 @@ class Access:
         return Record(record.key, Readable(record.data, self.fields))
 
     def visible(self, records: Iterable[Record]) -> list[Record]:
+        if self.whole:  # asked once, not once a record
+            return list(records)
         return [view for record in records if (view := self.view(record)) is not None]
+
+    @property
+    def whole(self) -> bool:
+        """Every record as it is: no record list, no time window, and every field of the
+        stream's schema readable (`view` would return each record itself)."""
+        return self.resources is None and self.time_field is None \
+            and self.fields.issuperset(self.stream.settings.fields)
 
     def project(self, record: Record, wanted: frozenset[str] | None = None) -> dict[str, Any]:
         shown = self.fields if wanted is None else wanted & self.fields

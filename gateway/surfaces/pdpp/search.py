@@ -97,7 +97,10 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
 
 def _visible(entry: Entry, access: Access) -> dict[int, Record]:
     """What the caller may see of each record it may see, by its position in the snapshot."""
-    return {i: view for i, record in enumerate(entry.snapshot.records)
+    records = entry.snapshot.records
+    if access.whole:
+        return dict(enumerate(records))
+    return {i: view for i, record in enumerate(records)
             if (view := access.view(record)) is not None}
 
 
@@ -112,8 +115,9 @@ def _index_scores(entry: Entry, visible: dict[int, Record], fields: tuple[str, .
     scored, so records the caller may not see must not be in it (they would sway the order)."""
     positions = tuple(visible)
     per_field = {f: entry.index(f, positions).lexical(terms) for f in fields}
-    return [(p, {f: per_field[f][i] for f in fields}) for i, p in enumerate(positions)
-            if any(per_field[f][i] > 0 for f in fields)]
+    scored = sorted({i for scores in per_field.values() for i, score in enumerate(scores)
+                     if score > 0})
+    return [(positions[i], {f: per_field[f][i] for f in fields}) for i in scored]
 
 
 def _upstream_scores(keys: list[str], visible: dict[int, Record], fields: tuple[str, ...],
