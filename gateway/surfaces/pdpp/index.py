@@ -45,7 +45,8 @@ class FieldIndex:
         present = [t for t in known if t in vocabulary]
         if not present:
             return [0.0] * len(self.texts)
-        return [float(s) for s in self._bm25.get_scores(present)]
+        scores: list[float] = self._bm25.get_scores(present).tolist()
+        return scores
 
     def semantic(self, query: list[float]) -> list[float]:
         if self._vectors is None:
