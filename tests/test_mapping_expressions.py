@@ -1,0 +1,47 @@
+"""Mapping expressions are evaluated as JMESPath evaluates them: `Expression.search` (one
+shared interpreter, bare field names looked up directly) agrees with `jmespath.search` on every
+kind of expression a mapping may hold and every kind of JSON value an upstream may send."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jmespath
+import pytest
+
+from gateway.mapping import Expression
+
+EXPRESSIONS = [
+    "id", '"from"', "a.b", "a.b.c", "items[0]", "items[*].id", "items[?score > `0.5`].id",
+    "a || b", "length(items)", "to_string(id)", "join(',', tags)", "{x: a, y: b}", "[a, b]",
+    "items[].tags[]", "a.b | [0]", "@", "`1`", "missing", "a.missing.deeper", "!flag",
+]
+DOCUMENTS: list[Any] = [
+    {"id": "art-1", "from": "x@example.org", "a": {"b": {"c": 3}}, "b": 2, "flag": False,
+     "tags": ["t1", "t2"],
+     "items": [{"id": 1, "score": 0.9, "tags": ["u"]}, {"id": 2, "score": 0.1, "tags": []}]},
+    {"id": None, "a": None, "items": []},
+    {"a": {"b": [1, 2]}, "items": None},
+    ["id", "a"], "id", 7, 1.5, True, None, {},
+]
+
+
+@pytest.mark.parametrize("expression", EXPRESSIONS)
+def test_an_expression_agrees_with_jmespath_on_every_kind_of_value(expression: str):
+    compiled = Expression(jmespath.compile(expression))
+    for document in DOCUMENTS:
+        try:
+            expected: Any = ("value", jmespath.search(expression, document))
+        except jmespath.exceptions.JMESPathError as exc:
+            expected = ("error", type(exc))
+        try:
+            found: Any = ("value", compiled.search(document))
+        except jmespath.exceptions.JMESPathError as exc:
+            found = ("error", type(exc))
+        assert found == expected, (expression, document)
+
+
+def test_an_expression_is_evaluated_again_for_each_value():
+    compiled = Expression(jmespath.compile("items[*].id"))
+    assert compiled.search({"items": [{"id": 1}]}) == [1]
+    assert compiled.search({"items": [{"id": 2}, {"id": 3}]}) == [2, 3]
