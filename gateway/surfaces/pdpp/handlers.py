@@ -39,7 +39,7 @@ from gateway.surfaces.pdpp.projection import (
     readable_stream_ask,
     stream_coverage,
 )
-from gateway.surfaces.pdpp.records import page_after, position_of, sort_records
+from gateway.surfaces.pdpp.records import page_after, position_of
 from gateway.surfaces.pdpp.store import Entry, Store
 from gateway.surfaces.pdpp.streams import CompiledStream, FieldSearch, read_all, read_one
 
@@ -202,8 +202,8 @@ class PdppService:
                    "f": _filters(params.filters), "g": grant_digest(call.principal)}
         position = self._position(params.get("cursor"), binding)
         entry = await self._entry(access.stream, call)
-        rows = sort_records([r for r in access.visible(entry.snapshot.records)
-                             if filters.matches(r, params.filters, access)], field, order)
+        rows = [r for r in access.visible(entry.ordered(field, order))
+                if filters.matches(r, params.filters, access)]
         rows = page_after(rows, position, field, order)
         shown, more = rows[:limit], len(rows) > limit
         cursor = self.cursors.issue_position(binding, position_of(shown[-1], field)) \

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from gateway.surfaces.pdpp.index import FieldIndex
+from gateway.surfaces.pdpp.records import sort_records
 from gateway.surfaces.pdpp.streams import CompiledStream, Record, Snapshot
 
 Loader = Callable[[], Awaitable[tuple[list[Record], bool]]]
@@ -24,6 +25,15 @@ class Entry:
         self.by_key = {record.key: record for record in snapshot.records}
         self._indexes: dict[str, FieldIndex] = {}
         self._subsets: OrderedDict[tuple[str, tuple[int, ...]], FieldIndex] = OrderedDict()
+        self._orders: dict[tuple[str | None, str], list[Record]] = {}
+
+    def ordered(self, field: str | None, order: str) -> list[Record]:
+        """Every record in the list order (records.py), sorted once per field and direction:
+        the records a caller may see keep their places in it, as a view orders as its record."""
+        key = (field, order)
+        if key not in self._orders:
+            self._orders[key] = sort_records(self.snapshot.records, field, order)
+        return self._orders[key]
 
     def index(self, field: str, positions: tuple[int, ...] | None = None) -> FieldIndex:
         """The index of one field over every record, or over the records at `positions`
