@@ -36,6 +36,16 @@ _IDLE, _HEAD, _BODY, _DONE = range(4)
 
 
 class H1Connection(asyncio.Protocol):
+    # Slots: an instance of this many attributes is near the point (30 in CPython 3.11) past
+    # which its dict stops sharing the class's keys and every attribute read slows down.
+    __slots__ = (
+        "_buffered", "_chunks", "_error", "_field_bytes", "_fields", "_head", "_head_deadline",
+        "_headers", "_interims", "_keep_alive", "_last_data", "_parser", "_progress",
+        "_reading_paused", "_request_sent", "_state", "_timer", "_unframed",
+        "_unframed_allowance", "_until_close", "_wake", "_writable", "caps", "closed", "loop",
+        "read_timeout", "received_any", "transport",
+    )
+
     def __init__(self, loop: asyncio.AbstractEventLoop, read_timeout: float,
                  caps: HeadCaps) -> None:
         self.loop = loop
