@@ -12,12 +12,12 @@ limiting, the policy engine and upstream calls are called from here only: a surf
 parsing and validation, the upstream plan, the envelope and the error dialect, and reaches the
 upstream through the `Stages` it is handed. An endpoint outside retrieval asks the policy stage
 through `permitted` and calls upstreams (or URLs its clients registered) through the `Calls` it
-gets from `calls`.
+gets from `calls` (both handles: gateway/handles.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -29,15 +29,11 @@ from gateway import errors, tracing
 from gateway.asgi import Scope
 from gateway.bodies import read_capped
 from gateway.context import RequestContext
+from gateway.handles import Calls, Stages
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
 from gateway.operations import Operation, Placeholders
 from gateway.proxy import ProxyTarget
-from gateway.upstream_call import (
-    MAX_UPSTREAM_JSON_BYTES,
-    RawAnswer,
-    UpstreamCalls,
-    too_long,
-)
+from gateway.upstream_call import UpstreamCalls
 from gateway.upstream_urls import UpstreamUrls
 
 if TYPE_CHECKING:
@@ -46,7 +42,7 @@ if TYPE_CHECKING:
     from gateway.exchange import Exchange
     from gateway.loader import LoadedConfig
     from gateway.policy.rules import Ask
-    from gateway.upstream.egress.client import Answer, EgressClient
+    from gateway.upstream.egress.client import EgressClient
 
 K = TypeVar("K", bound=Placeholders)
 # What a denied ask takes out of an answer (fields, result parts), as the decision log names it.
@@ -134,95 +130,6 @@ class OpenPolicy:
     def permitted(self, ctx: RequestContext, asks: Sequence[Ask],
                   removes: Removes | None = None) -> list[bool]:
         return [True for _ in asks]
-
-
-class Fetch(Protocol):
-    """One upstream operation called with its kind's values, its answer mapped onto hits."""
-
-    def __call__(self, operation: Operation[K], values: K) -> Awaitable[list[Hit]]: ...
-
-
-class Stages:
-    """The pipeline's stages a collecting surface may run for one request: upstream calls
-    (mapped, with the caller's identity, failures as `GatewayError`) and the post-policy."""
-
-    __slots__ = ("_ctx", "_pipeline", "_query", "filtered")
-
-    def __init__(self, pipeline: Pipeline, ctx: RequestContext, query: Query) -> None:
-        self._pipeline, self._ctx, self._query = pipeline, ctx, query
-        self.filtered = False  # whether `keep` ran (else the pipeline runs it on the result)
-
-    def hits(self, operation: Operation[K], values: K) -> Awaitable[list[Hit]]:
-        """The operation's answer mapped onto hits."""
-        return self._pipeline.upstream.hits(operation, values, self._ctx)
-
-    def items(self, operation: Operation[K], values: K) -> Awaitable[list[Any]]:
-        """The operation's answer as its mapped items, for a surface that reads records."""
-        return self._pipeline.upstream.items(operation, values, self._ctx)
-
-    def keep(self, hits: list[Hit]) -> list[Hit]:
-        """The hits the caller may see (policy, post), as they are read."""
-        self.filtered = True
-        with tracing.span("aigw.policy", {"aigw.policy.stage": "after"}):
-            kept = self._pipeline.policy.after(self._ctx, self._query, hits)
-            tracing.annotate({"aigw.policy.removed": len(hits) - len(kept)})
-        return kept
-
-
-class Calls:
-    """The upstream calls a surface endpoint may make for one request outside retrieval,
-    judging each answer itself: a request sent to a configured upstream (with the caller's
-    identity, as every upstream call), and one to a URL a client registered, through the
-    locked-down egress client the runtime built from the surface's `Mount.egress` rules. A GET
-    carries no body; no URL longer than `MAX_UPSTREAM_URL_BYTES` is ever sent."""
-
-    __slots__ = ("_ctx", "_egress", "_upstream")
-
-    def __init__(self, upstream: UpstreamCalls, egress: EgressClient | None,
-                 ctx: RequestContext) -> None:
-        self._upstream, self._egress, self._ctx = upstream, egress, ctx
-
-    def send(self, upstream: str, method: str, target: str, body: bytes | None, *,
-             headers: Sequence[tuple[bytes, bytes]] = (),
-             max_bytes: int = MAX_UPSTREAM_JSON_BYTES) -> Awaitable[RawAnswer]:
-        """`body` (None for a GET) sent to `target` (a path and query) on a configured
-        upstream (see `UpstreamCalls.send`): transport failures raise `UpstreamError`, an
-        answer past `max_bytes` `AnswerTooLarge`, a URL too long a 400 `GatewayError`."""
-        return self._upstream.send(upstream, method, target, body, self._ctx, headers=headers,
-                                   max_bytes=max_bytes)
-
-    def url_too_long(self, target: str, upstream: str | None = None) -> bool:
-        """Whether a call would go to a URL longer than upstream servers accept: `target` (a
-        path and query) on the configured `upstream`, or `target` itself (a registered URL)."""
-        url = target if upstream is None else self._upstream.url(upstream, target)
-        return too_long(url)
-
-    def without_upstream_urls(self, document: Any, raw: bytes) -> Any:
-        """`document`, parsed from an answer to `send` (`raw`), with the URLs of configured
-        upstreams rewritten onto the public base or dropped, as in every other upstream
-        answer (gateway.upstream_urls)."""
-        urls = self._upstream.urls
-        return urls.scrub(document, raw) if urls is not None else document
-
-    def registered_url_problem(self, url: str) -> str | None:
-        """Why the egress rules would refuse a call to `url`, or None (for checking a URL when
-        it is registered, before any call)."""
-        if self._egress is None:
-            return "no registered URL may be called here"
-        return self._egress.policy.url_problem(url)
-
-    async def call_registered(self, method: str, url: str, body: bytes | None,
-                              headers: dict[str, str]) -> Answer:
-        """`method` (GET without a body; POST or PUT with one) to a registered URL:
-        `EgressRefused` before anything is sent to a place the rules refuse, `EgressFailed`
-        for a call that failed, a 400 `GatewayError` for a URL too long to send."""
-        from gateway.upstream.egress.client import EgressRefused
-
-        if self._egress is None:
-            raise EgressRefused("no egress rules")
-        if too_long(url):
-            raise errors.upstream_url_too_long()
-        return await self._egress.request(method, url, body, headers)
 
 
 class RetrievalSurface(Protocol):
@@ -409,7 +316,7 @@ class Pipeline:
             if isinstance(narrowed, Decision):
                 raise denial(narrowed)
 
-        stages = Stages(self, ctx, narrowed)
+        stages = Stages(self.upstream, self.policy, ctx, narrowed)
         if _collects(surface):
             hits = await surface.collect(narrowed, ctx, stages)
         else:
@@ -456,7 +363,7 @@ class Pipeline:
         request's `Stages`, through which it reads the upstream (mapped operations)."""
         ctx = exchange.ctx
         ctx.surface = surface.name
-        return await surface.respond(exchange, Stages(self, ctx, Query()))
+        return await surface.respond(exchange, Stages(self.upstream, self.policy, ctx, Query()))
 
     async def aclose(self) -> None:
         await self.authenticator.aclose()

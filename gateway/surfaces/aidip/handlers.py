@@ -15,8 +15,8 @@ from starlette.responses import Response
 
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
+from gateway.handles import Calls
 from gateway.model import Principal
-from gateway.pipeline import Calls
 from gateway.surface import SurfaceRoute
 from gateway.surfaces.aidip import a2a, metadata
 from gateway.surfaces.aidip.breaker import Breakers

@@ -33,7 +33,7 @@ import orjson
 from gateway.asgi import RawHeaders
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
-from gateway.pipeline import Calls
+from gateway.handles import Calls
 from gateway.surfaces.aidip.breaker import Breaker
 from gateway.surfaces.aidip.catalog import Agent, Operation
 from gateway.surfaces.aidip.metadata import schema_problems

@@ -19,11 +19,12 @@ from gateway.bodies import read_capped
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
+from gateway.handles import Stages
 from gateway.headers import request_origin
 from gateway.ids import addressable
 from gateway.model import Hit, Query
 from gateway.operations import Placeholders
-from gateway.pipeline import Listing, Stages
+from gateway.pipeline import Listing
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aidre import render, window
 from gateway.surfaces.aidre.collections import CompiledCollection, Operation

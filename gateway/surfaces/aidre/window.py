@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.handles import Fetch
 from gateway.ids import addressable
 from gateway.model import Hit, Query
-from gateway.pipeline import Fetch
 from gateway.surfaces.aidre.collections import (
     ChunkRead,
     CompiledCollection,

@@ -17,8 +17,8 @@ from gateway import errors
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
+from gateway.handles import Stages
 from gateway.model import Hit, Query
-from gateway.pipeline import Stages
 from gateway.policy.rules import Ask
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aip import render

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway import errors
+from gateway.handles import Stages
 from gateway.model import Hit
 from gateway.operations import Operation, Placeholders, compile_operation
-from gateway.pipeline import Stages
 from gateway.surfaces.aip.chunks import Piece
 from gateway.surfaces.aip.config import Aip, Source
 

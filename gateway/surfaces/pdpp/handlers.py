@@ -20,8 +20,9 @@ from starlette.responses import Response
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
+from gateway.handles import Stages
 from gateway.model import Principal, TokenKind
-from gateway.pipeline import Listing, Stages
+from gateway.pipeline import Listing
 from gateway.policy.rules import Ask
 from gateway.surface import SurfaceRoute
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor
