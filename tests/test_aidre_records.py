@@ -151,7 +151,7 @@ def test_unknown_or_missing_visibility_is_seen_by_nobody(scopes, seen):
             Hit("l", metadata={"visibility": ["public"]})]
     articles = SimpleNamespace(  # a public collection whose records carry their visibility
         public=True, scopes=frozenset(), returns_vectors=False, visibility="public",
-        record_visibility={"internal": frozenset({"staff:read"})})
+        records_carry_visibility=True)
     rule = registry.rule_model().validate_python({
         "id": "internal", "kind": "record_visibility", "collection": "articles",
         "visibility": "internal", "when": {"scopes": ["staff:read"]}, "description": "staff"})

@@ -39,9 +39,10 @@ class Resource(Protocol):
         """The resource's own visibility, which its records have unless they carry one."""
 
     @property
-    def record_visibility(self) -> Mapping[str, frozenset[str]] | None:
-        """None: records have the resource's visibility (or the one they carry). Else records
-        must carry their own, and each listed visibility needs its scopes."""
+    def records_carry_visibility(self) -> bool:
+        """Whether records must carry their own visibility (a record without one is seen by
+        nobody); else a record without one has the resource's. Who sees which visibility is
+        the `record_visibility` rules' to say."""
 
 
 class PolicyEngine:
@@ -159,7 +160,7 @@ def record_visibility(resource: Resource, hit: Hit) -> str | None:
     """The record's own visibility, else the resource's; None (seen by nobody) when records
     must carry one and this one does not."""
     value = hit.metadata.get("visibility")
-    if value is None and resource.record_visibility is None:
+    if value is None and not resource.records_carry_visibility:
         return resource.visibility
     return value if isinstance(value, str) else None
 

@@ -74,11 +74,8 @@ class CompiledCollection:
         return self.settings.visibility
 
     @property
-    def record_visibility(self) -> dict[str, frozenset[str]] | None:
-        rules = self.settings.record_visibility
-        if rules is None:
-            return None
-        return {value: frozenset(scopes) for value, scopes in rules.scopes.items()}
+    def records_carry_visibility(self) -> bool:
+        return self.settings.record_visibility is not None
 
 
 def compile_collections(aidre: Aidre, upstreams: set[str]) -> dict[str, CompiledCollection]:

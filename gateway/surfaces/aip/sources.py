@@ -62,12 +62,8 @@ class CompiledSource:
         return "public"
 
     @property
-    def record_visibility(self) -> dict[str, frozenset[str]] | None:
-        """None: a hit is public unless its mapping gives another visibility."""
-        rules = self.settings.record_visibility
-        if rules is None:
-            return None
-        return {value: frozenset(scopes) for value, scopes in rules.scopes.items()}
+    def records_carry_visibility(self) -> bool:
+        return self.settings.record_visibility is not None
 
     @property
     def whole_articles(self) -> bool:
