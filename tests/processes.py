@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
 
@@ -127,3 +131,30 @@ class Gateway:
 
     def stop(self) -> int:
         return self.process.stop()
+
+
+@contextlib.contextmanager
+def counting_http_server(body: bytes, content_type: str) -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server (in a thread) answering every GET with `body`, and the paths that
+    reached it: the target that shows whether anything was fetched."""
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("content-type", content_type)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    # polled every 50 ms (not 0.5 s), so shutdown() is quick
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", hits
+    finally:
+        server.shutdown()
+        server.server_close()

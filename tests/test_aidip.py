@@ -25,7 +25,7 @@ from aidip_config import (
 )
 from idp_helpers import AUDIENCE, ISSUER, FakeIdp, SigningKey
 from inprocess import InProcessGateway
-from processes import ROOT, Gateway, Process, free_port, wait_for_http
+from processes import ROOT, Gateway, Process, counting_http_server, free_port, wait_for_http
 
 
 @pytest.fixture(scope="module")
@@ -822,28 +822,8 @@ def test_a_redis_outage_fails_closed(backend, echo, inprocess_factory):
 @pytest.fixture
 def counting_server() -> Iterator[tuple[str, list[str]]]:
     """An HTTP server on loopback that counts what reaches it (the SSRF target)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    hits: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.end_headers()
-            self.wfile.write(b'{"type": "object"}')
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    # polled every 50 ms (not 0.5 s), so shutdown() is quick
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", hits
-    server.shutdown()
-    server.server_close()
+    with counting_http_server(b'{"type": "object"}', "application/json") as server:
+        yield server
 
 
 def with_inputs(echo: str, inputs: Any, **operation: Any) -> dict:

@@ -7,10 +7,10 @@ import copy
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from processes import counting_http_server
 
 from gateway.untrusted_schema import (
     DEFAULT_LIMITS,
@@ -34,25 +34,8 @@ from gateway.untrusted_schema.keywords import BoundedValidator
 @pytest.fixture
 def target() -> Iterator[tuple[str, list[str]]]:
     """A loopback HTTP server counting the requests that reach it."""
-    hits: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            self.send_response(200)
-            self.send_header("content-type", "application/schema+json")
-            self.end_headers()
-            self.wfile.write(b'{"type": "string"}')
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    # polled every 50 ms (not 0.5 s), so shutdown() is quick
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", hits
-    server.shutdown()
-    server.server_close()
+    with counting_http_server(b'{"type": "string"}', "application/schema+json") as server:
+        yield server
 
 
 def budget(steps: int = 100_000, seconds: float = 5.0) -> Budget:
