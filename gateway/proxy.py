@@ -28,6 +28,7 @@ from gateway.headers import (
 )
 from gateway.integers import ascii_int
 from gateway.observability import BODY_URL_REWRITES
+from gateway.offload import sized_job
 from gateway.redirects import REWRITTEN_FIELDS, UpstreamOrigin, public_base, rewrite_field
 from gateway.upstream import Transport, UpstreamError, UpstreamResponse
 
@@ -261,7 +262,7 @@ async def _relay_rewriting(
         await _stream_until_disconnect(ctx, receive, send, _prefixed(held, chunks))
         return
     body = b"".join(held)
-    rewritten = body_urls.rewrite(body)
+    rewritten = await sized_job(len(body), lambda: body_urls.rewrite(body))
     if rewritten is body:
         body_urls.count("unchanged")
     else:

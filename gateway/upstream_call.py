@@ -20,6 +20,7 @@ from gateway import errors, tracing
 from gateway.context import RequestContext
 from gateway.mapping import UpstreamValueError
 from gateway.model import Hit
+from gateway.offload import sized_job
 from gateway.operations import Operation, Placeholders, UpstreamCall
 from gateway.proxy import ProxyTarget
 from gateway.upstream import UpstreamError
@@ -155,11 +156,16 @@ async def call_upstream_json(
         ctx.upstream_error = f"status_{answer.status}"
         raise errors.upstream_protocol_error()
     try:
-        document = orjson.loads(answer.body)
+        return await sized_job(len(answer.body), lambda: _document(answer.body, urls))
     except orjson.JSONDecodeError:
         ctx.upstream_error = "protocol"
         raise errors.upstream_protocol_error() from None
-    return urls.scrub(document, answer.body) if urls is not None else document
+
+
+def _document(body: bytes, urls: UpstreamUrls | None) -> Any:
+    """The answer parsed, with upstream URLs rewritten or dropped by `urls`."""
+    document = orjson.loads(body)
+    return urls.scrub(document, body) if urls is not None else document
 
 
 def too_long(url: str) -> bool:
