@@ -29,6 +29,9 @@ class Query:
     # Decisions the request raises beyond its resource (a platform's declared use, say): the
     # policy stage takes each before any upstream call; the first denial refuses the request.
     asks: tuple[Ask, ...] = ()
+    # The record visibilities the caller may see, as the policy stage decided them before the
+    # upstream call (None: not decided yet); only the policy stage sets it.
+    visible_records: frozenset[str] | None = None
 
 
 @dataclass(slots=True)

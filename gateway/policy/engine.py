@@ -123,9 +123,9 @@ class PolicyEngine:
             ctx.decisions[-1] = replace(ctx.decisions[-1], removed=tuple(sorted(refused)))
         # Decided before the upstream call, so an upstream that can filter is told (and the
         # hits are still checked in `after`).
-        visible = sorted(self.visibilities(ctx.principal, query.collection or "", ctx))
-        return replace(query, fields=query.fields - refused,
-                       filters={**query.filters, "visibility": visible})
+        visible = self.visibilities(ctx.principal, query.collection or "", ctx)
+        return replace(query, fields=query.fields - refused, visible_records=visible,
+                       filters={**query.filters, "visibility": sorted(visible)})
 
     def after(self, ctx: RequestContext, query: Query, hits: list[Hit]) -> list[Hit]:
         """Strip refused vectors; remove every record the caller may not see (§12)."""
@@ -135,7 +135,9 @@ class PolicyEngine:
         resource = self.collections.get(query.collection or "")
         if resource is None:
             return []
-        visible = self.visibilities(ctx.principal, query.collection or "")
+        visible = query.visible_records  # decided once, before the upstream call
+        if visible is None:
+            visible = self.visibilities(ctx.principal, query.collection or "")
         return [hit for hit in hits if record_visibility(resource, hit) in visible]
 
     def _refusal(self, ctx: RequestContext, ask: Ask) -> Decision | None:
