@@ -288,3 +288,30 @@ async def test_validation_runs_off_the_loop_and_waits_a_bounded_time():
     with pytest.raises(Overloaded):
         await late
     assert await asyncio.gather(*tasks) == [True, True]
+
+
+async def test_small_checks_of_a_compiled_schema_stay_on_the_loop(monkeypatch):
+    from gateway.untrusted_schema import running
+
+    threads: list[str] = []
+    real_off_loop = running.off_loop
+
+    async def counted(work, start_within):
+        threads.append("thread")
+        return await real_off_loop(work, start_within)
+
+    monkeypatch.setattr(running, "off_loop", counted)
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}},
+              "required": ["n"], "x-test": "inline"}
+    assert [len(found) for found in await validate(schema, [{"n": 1}, {"n": -1}])] == [0, 1]
+    assert threads == ["thread"]  # never compiled before: compiled in a thread
+    assert [len(found) for found in await validate(schema, [{"n": 1}, {}])] == [0, 1]
+    assert threads == ["thread"]  # compiled: checked on the loop
+    many = [{"n": index} for index in range(600)]  # 1,201 values: past the inline budget
+    assert await validate(schema, many) == [[]] * 600
+    assert threads == ["thread"] * 2
+    costly = compile_schema(FAN_OUT_BY_DEPTH)
+    compiled(FAN_OUT_BY_DEPTH)
+    deep = _nested_value(12, {})  # few values, thousands of steps: moved to a thread
+    assert await validate(FAN_OUT_BY_DEPTH, [deep]) == [costly.errors(deep, budget())]
+    assert threads == ["thread"] * 3

@@ -168,15 +168,10 @@ _LOCK = threading.Lock()
 def compiled(schema: Any, limits: Limits = DEFAULT_LIMITS) -> CompiledSchema:
     """`compile_schema`, remembered (refusals too) by the digest of the schema's canonical
     JSON, so a request reuses what registration compiled."""
-    try:
-        key = (hashlib.sha256(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).digest(),
-               limits)
-    except orjson.JSONEncodeError:  # deeper than orjson writes: compile_schema says why
+    key = _key(schema, limits)
+    if key is None:  # deeper than orjson writes: compile_schema says why
         return compile_schema(schema, limits)
-    with _LOCK:
-        known = _CACHE.get(key)
-        if known is not None:
-            _CACHE.move_to_end(key)
+    known = _remembered(key)
     if known is None:
         try:
             known = compile_schema(schema, limits)
@@ -188,4 +183,28 @@ def compiled(schema: Any, limits: Limits = DEFAULT_LIMITS) -> CompiledSchema:
                 _CACHE.popitem(last=False)
     if isinstance(known, tuple):
         raise SchemaRefused(*known)
+    return known
+
+
+def already_compiled(schema: Any, limits: Limits = DEFAULT_LIMITS) -> CompiledSchema | None:
+    """The schema as `compiled` remembers it, or None when it was never compiled or was
+    refused: a lookup that never compiles, cheap enough for the event loop."""
+    key = _key(schema, limits)
+    known = None if key is None else _remembered(key)
+    return known if isinstance(known, CompiledSchema) else None
+
+
+def _key(schema: Any, limits: Limits) -> tuple[bytes, Limits] | None:
+    try:
+        return (hashlib.sha256(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)).digest(),
+                limits)
+    except orjson.JSONEncodeError:
+        return None
+
+
+def _remembered(key: tuple[bytes, Limits]) -> CompiledSchema | tuple[str, str] | None:
+    with _LOCK:
+        known = _CACHE.get(key)
+        if known is not None:
+            _CACHE.move_to_end(key)
     return known

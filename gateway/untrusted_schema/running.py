@@ -3,23 +3,48 @@
 Two threads at most, so a burst of costly checks queues here instead of taking every core;
 work that could not start before its deadline is dropped as `Overloaded`, so the queue never
 holds more than a deadline's worth of waiting.
+
+The common case never needs the thread: a schema compiled before (at registration, or by an
+earlier request) checking a small input. `validate` first tries that on the loop with a budget
+of a millisecond's work (`INLINE`); a check that would spend more is dropped and run again in
+a thread with the whole budget, so the loop never spends more than that on one request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from jsonschema.exceptions import ValidationError
 
-from gateway.untrusted_schema.compile import DEFAULT_LIMITS, Limits, compiled
-from gateway.untrusted_schema.keywords import Budget
+from gateway.untrusted_schema.compile import (
+    DEFAULT_LIMITS,
+    CompiledSchema,
+    Limits,
+    already_compiled,
+    compiled,
+)
+from gateway.untrusted_schema.keywords import Budget, BudgetExceeded
+from gateway.untrusted_schema.shape import shape_problem
 
 T = TypeVar("T")
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aigw-schema")
+
+
+@dataclass(frozen=True, slots=True)
+class InlineBudget:
+    """What a check may spend on the event loop before it is moved to a thread."""
+
+    max_values: int = 1_000  # JSON values of all the instances together
+    steps: int = 2_000  # keyword evaluations
+    seconds: float = 0.001
+
+
+INLINE = InlineBudget()
 
 
 class Overloaded(Exception):
@@ -45,9 +70,28 @@ async def validate(schema: Any, instances: list[Any],
     thread within one budget for all of them. Raises `SchemaRefused` for a schema that does
     not compile, `Unverifiable` for inputs past the limits, `Overloaded`."""
 
+    checker = already_compiled(schema, limits)
+    if checker is not None:
+        found = _inline(checker, instances)
+        if found is not None:
+            return found
+
     def work() -> list[list[ValidationError]]:
         checker = compiled(schema, limits)
         budget = Budget(limits.steps, time.monotonic() + limits.seconds, limits.max_unique_items)
         return [checker.errors(instance, budget) for instance in instances]
 
     return await off_loop(work, limits.wait)
+
+
+def _inline(checker: CompiledSchema, instances: list[Any]) -> list[list[ValidationError]] | None:
+    """The errors, when small instances check within `INLINE`; None when they must go to a
+    thread (too many values, or the budget ran out: what they spent is thrown away)."""
+    if shape_problem(instances, checker.limits.max_input_depth + 1, INLINE.max_values):
+        return None
+    budget = Budget(INLINE.steps, time.monotonic() + INLINE.seconds,
+                    checker.limits.max_unique_items)
+    try:
+        return [checker.errors(instance, budget) for instance in instances]
+    except BudgetExceeded:
+        return None
