@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from jsonschema.exceptions import ValidationError
