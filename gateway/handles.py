@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from gateway import errors, tracing
 from gateway.context import RequestContext
-from gateway.model import Hit, Query
+from gateway.model import Hit, Page, Query
 from gateway.operations import Operation, Placeholders
 from gateway.upstream_call import MAX_UPSTREAM_JSON_BYTES, RawAnswer, UpstreamCalls, too_long
 
@@ -25,6 +25,12 @@ class Fetch(Protocol):
     """One upstream operation called with its kind's values, its answer mapped onto hits."""
 
     def __call__(self, operation: Operation[K], values: K) -> Awaitable[list[Hit]]: ...
+
+
+class FetchPage(Protocol):
+    """`Fetch`, with the upstream's token for the page after the answer."""
+
+    def __call__(self, operation: Operation[K], values: K) -> Awaitable[Page[Hit]]: ...
 
 
 class Stages:
@@ -42,9 +48,17 @@ class Stages:
         """The operation's answer mapped onto hits."""
         return self._upstream.hits(operation, values, self._ctx)
 
+    def page(self, operation: Operation[K], values: K) -> Awaitable[Page[Hit]]:
+        """`hits`, with the upstream's `next` token (for operations that page by `{after}`)."""
+        return self._upstream.page(operation, values, self._ctx)
+
     def items(self, operation: Operation[K], values: K) -> Awaitable[list[Any]]:
         """The operation's answer as its mapped items, for a surface that reads records."""
         return self._upstream.items(operation, values, self._ctx)
+
+    def item_page(self, operation: Operation[K], values: K) -> Awaitable[Page[Any]]:
+        """`items`, with the upstream's `next` token."""
+        return self._upstream.item_page(operation, values, self._ctx)
 
     def keep(self, hits: list[Hit]) -> list[Hit]:
         """The hits the caller may see (policy, post), as they are read."""

@@ -10,6 +10,11 @@ vector and other fields are:
     vector: embedding
     fields: {title: title, url: url}
     metadata: {updated_at: updated_at}
+    next: next_page
+
+`next`, like `items`, is read from the whole answer: the upstream's opaque token for the page
+after this one (keyset pagination), which the next call sends as `{after}`; a string or an
+integer, at most `MAX_NEXT_TOKEN` characters, and null, absent or "" on the last page.
 
 Each slot has the kind the neutral model promises every surface: the items are a list (or
 one object), an id is a string or an integer (rendered as a string), text a string, a score a
@@ -32,7 +37,8 @@ from jmespath.visitor import TreeInterpreter
 
 from gateway.model import Hit
 
-_SLOTS = ("items", "id", "text", "score", "vector")
+_SLOTS = ("items", "id", "text", "score", "vector", "next")
+MAX_NEXT_TOKEN = 2048  # sealed into the gateway's cursors: bounded like everything sent back
 STRING_FIELDS = frozenset({"url", "title", "section"})
 STRING_METADATA = frozenset({"updated_at"})
 
@@ -88,6 +94,7 @@ class HitMapping:
     vector: Expression | None
     fields: dict[str, Expression]
     metadata: dict[str, Expression]
+    next: Expression | None = None
 
     def hits(self, document: Any) -> list[Hit]:
         """Every item of an upstream document as a Hit; items without an id are skipped."""
@@ -103,6 +110,19 @@ class HitMapping:
         if not isinstance(items, list):
             raise UpstreamValueError("items", "a list or an object")
         return items
+
+    def next_token(self, document: Any) -> str | None:
+        """The upstream's token for the page after this one; None on the last page, or when
+        the mapping has no `next`."""
+        token = _search(self.next, document)
+        if token is None or token == "":
+            return None
+        if isinstance(token, bool) or not isinstance(token, str | int):
+            raise UpstreamValueError("next", "a string or an integer")
+        token = str(token)
+        if len(token) > MAX_NEXT_TOKEN:
+            raise UpstreamValueError("next", f"at most {MAX_NEXT_TOKEN} characters")
+        return token
 
     def hit(self, item: Any) -> Hit | None:
         """One item as a Hit, or None without an id; `UpstreamValueError` for a wrong kind."""
@@ -142,6 +162,7 @@ def compile_mapping(spec: dict[str, Any], where: str = "mapping") -> HitMapping:
         vector=_optional(spec, "vector", where),
         fields=_compile_group(spec.get("fields") or {}, f"{where}.fields"),
         metadata=_compile_group(spec.get("metadata") or {}, f"{where}.metadata"),
+        next=_optional(spec, "next", where),
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from gateway.policy.rules import Ask
@@ -23,7 +23,10 @@ class Query:
     cursor: str | None = None
     collection: str | None = None
     filters: dict[str, Any] = field(default_factory=dict)
+    # Where the upstream's results continue: `offset` records on from the page its token
+    # `after` starts ("" for its first page, and always for an upstream paged by offset).
     offset: int = 0
+    after: str = ""
     fields: frozenset[str] = frozenset()  # optional parts of each result the caller asked for
     strict_fields: bool = False  # refuse, rather than drop, a requested part policy denies
     # Decisions the request raises beyond its resource (a platform's declared use, say): the
@@ -42,6 +45,19 @@ class Hit:
     score: float | None = None
     vector: list[float] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Page(Generic[T]):
+    """One upstream answer: its entries (hits, or items as the upstream sent them) and the
+    upstream's token for the page after it (None on the last page, or when its mapping has
+    no `next`)."""
+
+    entries: list[T]
+    next: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

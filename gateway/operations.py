@@ -5,7 +5,10 @@ Every retrieval surface maps the legacy API this way; no operation needs Python 
 Each operation has a kind, declared by the surface that calls it: a `Placeholders` dataclass
 whose fields are exactly the placeholders that kind of call fills (a search its query and page,
 a read by id its id). Loading refuses any other placeholder, naming those the kind fills, and a
-call is made with an instance of that kind, so every placeholder a config names is filled."""
+call is made with an instance of that kind, so every placeholder a config names is filled.
+
+An operation pages the upstream by `{offset}` (a position) or by `{after}` (the token its
+previous answer gave, as the mapping's `next` reads it; "" for the first page), never both."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 from pydantic import Field
@@ -34,10 +37,13 @@ class UpstreamOperation(Strict):
     path: Annotated[str, Field(pattern=r"^/")]
     query: dict[str, str] = {}
     body: dict[str, Any] | None = None
-    mapping: dict[str, Any] = Field(description="JMESPath mapping onto hits (see mapping.py).")
+    mapping: dict[str, Any] = Field(
+        description="JMESPath mapping onto hits (see mapping.py): `items`, `id`, `text`, "
+        "`score`, `vector`, `fields`, `metadata`, and `next` (the upstream's token for the next "
+        "page, read from the whole answer and sent back as {after}).")
     max_items: Annotated[int, Field(ge=1)] | None = Field(
         None, description="The most items the upstream answers per call (its page cap). Beyond "
-        "it the gateway pages with {offset}, or marks the response meta.truncated.",
+        "it the gateway pages with {offset} or {after}, or marks the response meta.truncated.",
     )
 
 
@@ -49,6 +55,10 @@ K = TypeVar("K", bound="Placeholders")
 class Placeholders:
     """The values one kind of upstream operation fills its `{placeholders}` with, one field per
     placeholder. A surface declares a subclass for each kind of operation it calls."""
+
+    # Whether `{after}` has a meaning of its own without the mapping's `next` (the surface
+    # fills it with something else then); otherwise `{after}` needs `next`.
+    after_without_next: ClassVar[bool] = False
 
     @classmethod
     def names(cls) -> frozenset[str]:
@@ -79,7 +89,9 @@ class Operation(Generic[K]):
     settings: UpstreamOperation
     mapping: HitMapping
     kind: type[K]
-    paginates: bool  # the upstream applies {offset} itself; otherwise the gateway slices
+    # How the upstream pages: from {offset}, or {after} its last answer's `next` token;
+    # None: it answers from the top every time, and the gateway slices.
+    pages_by: Literal["offset", "after"] | None
     # The path, query and body templates, compiled once (see `_compile_value`).
     fill_path: Fill = field(repr=False)
     fill_query: dict[str, Fill] = field(repr=False)
@@ -109,12 +121,28 @@ def compile_operation(settings: UpstreamOperation, where: str, upstreams: set[st
         filled = ", ".join(f"{{{name}}}" for name in sorted(kind.names()))
         raise MappingError(where, f"unknown placeholder {{{sorted(unknown)[0]}}}; this "
                                   f"operation fills {filled}")
+    mapping = compile_mapping(settings.mapping, f"{where}.mapping")
     return Operation(
-        settings, compile_mapping(settings.mapping, f"{where}.mapping"), kind, "offset" in used,
+        settings, mapping, kind, _pages_by(used, mapping, kind, where),
         fill_path=_compile_text(settings.path, _path_segment),
         fill_query={name: _compile_value(template) for name, template in settings.query.items()},
         fill_body=_compile_value(settings.body) if settings.body is not None else None,
     )
+
+
+def _pages_by(used: set[str], mapping: HitMapping, kind: type[Placeholders],
+              where: str) -> Literal["offset", "after"] | None:
+    if "offset" in used and "after" in used:
+        raise MappingError(where, "an operation pages by {offset} or by {after}, not both")
+    if "after" in used and mapping.next is None and not kind.after_without_next:
+        raise MappingError(f"{where}.mapping.next", "{after} sends the token the previous "
+                           "answer gave: map it with `next` (a JMESPath expression)")
+    if mapping.next is not None and "after" not in used:
+        raise MappingError(f"{where}.mapping.next", "the token is only sent back by an "
+                           "operation that names {after}")
+    if "after" in used:
+        return "after"
+    return "offset" if "offset" in used else None
 
 
 def _placeholders(settings: UpstreamOperation) -> set[str]:

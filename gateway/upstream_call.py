@@ -19,7 +19,7 @@ import orjson
 from gateway import errors, tracing
 from gateway.context import RequestContext
 from gateway.mapping import UpstreamValueError
-from gateway.model import Hit
+from gateway.model import Hit, Page
 from gateway.offload import sized_job
 from gateway.operations import Operation, Placeholders, UpstreamCall
 from gateway.proxy import ProxyTarget
@@ -72,12 +72,26 @@ class UpstreamCalls:
         document = await call_upstream_json(call, ctx, self._identity(ctx), self.urls)
         return map_hits(call, document, ctx)
 
+    async def page(self, operation: Operation[K], values: K,
+                   ctx: RequestContext) -> Page[Hit]:
+        """The operation's answer mapped onto hits, with the upstream's `next` token."""
+        call = self._call(operation, values)
+        document = await call_upstream_json(call, ctx, self._identity(ctx), self.urls)
+        return Page(map_hits(call, document, ctx),
+                    _mapped(call, ctx, lambda: call.mapping.next_token(document)))
+
     async def items(self, operation: Operation[K], values: K, ctx: RequestContext) -> list[Any]:
         """The items of the operation's answer as the upstream sent them (for a surface that
         maps each item itself)."""
+        return (await self.item_page(operation, values, ctx)).entries
+
+    async def item_page(self, operation: Operation[K], values: K,
+                        ctx: RequestContext) -> Page[Any]:
+        """`items`, with the upstream's `next` token."""
         call = self._call(operation, values)
         document = await call_upstream_json(call, ctx, self._identity(ctx), self.urls)
-        return _mapped(call, ctx, lambda: call.mapping.items_of(document))
+        return _mapped(call, ctx, lambda: Page(call.mapping.items_of(document),
+                                               call.mapping.next_token(document)))
 
     async def send(self, upstream: str, method: str, target: str, body: bytes | None,
                    ctx: RequestContext, *, headers: Sequence[tuple[bytes, bytes]] = (),

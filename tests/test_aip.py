@@ -541,7 +541,7 @@ def test_wrong_method_answers_in_the_aip_dialect(gateway: Gateway):
 
 @pytest.mark.parametrize("operation,template,placeholder,filled", [
     ("search", {"path": "/api/v1/articles/{visibility}/search"}, "visibility",
-     "{fetch}, {limit}, {offset}, {query}, {top_k}"),
+     "{after}, {fetch}, {limit}, {offset}, {query}, {top_k}"),
     ("article", {"query": {"q": "{query}"}}, "query", "{id}"),
 ])
 def test_validate_refuses_a_placeholder_the_operation_does_not_fill(

@@ -17,13 +17,16 @@ class _Page(Placeholders):
     """What every search page fills. `limit` is how many items this call asks for (top_k + 1,
     to see whether more follow), `fetch` is offset + limit (everything up to the end of the
     page, for upstreams without an offset), `visibility` the record visibilities the caller may
-    see, comma-separated, for upstreams that can filter by them."""
+    see, comma-separated, for upstreams that can filter by them, and `after` the token the
+    previous answer gave for the page after it (the mapping's `next`; "" for the first page),
+    for upstreams that page by token instead of by `offset`."""
 
     top_k: int
     offset: int
     limit: int
     fetch: int
     visibility: str
+    after: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,10 +51,12 @@ class Collection(Strict):
         "collection's visibility, or the one its mapping gives.",
     )
     text_search: UpstreamOperation = Field(
-        description="Placeholders: {query}, {top_k}, {offset}, {limit}, {fetch}, {visibility}.")
+        description="Placeholders: {query}, {top_k}, {offset}, {limit}, {fetch}, {visibility}, "
+        "and {after} (the token the previous answer gave, read by the mapping's `next`; \"\" "
+        "for the first page) for an upstream that pages by token instead of {offset}.")
     vector_search: VectorOperation | None = Field(
         None, description="Placeholders: {vector}, {top_k}, {offset}, {limit}, {fetch}, "
-        "{visibility}.")
+        "{visibility}, {after} (as text_search).")
     chunk: UpstreamOperation | None = Field(
         None, description="Placeholders: {id}, {visibility}.")
 

@@ -30,7 +30,7 @@ from gateway.surfaces.aidre import render, window
 from gateway.surfaces.aidre.collections import CompiledCollection, Operation
 from gateway.surfaces.aidre.config import aidre_of
 from gateway.surfaces.aidre.request import invalid, parse_search
-from gateway.surfaces.cursors import CursorSigner, InvalidCursor, derived_key
+from gateway.surfaces.cursors import MAX_OFFSET, CursorSigner, InvalidCursor, derived_key
 
 _MEDIA_TYPES = ("application/aidre+json", "application/json")
 
@@ -55,11 +55,8 @@ class AidreSurface:
         body = await _json_body(request, self.generation.settings.proxy.max_body_bytes)
         query = parse_search(body, self.settings)
         if query.cursor is not None:
-            try:
-                offset = self.cursors.offset(query.cursor, _cursor_key(query))
-            except InvalidCursor as exc:
-                raise invalid(str(exc)) from None
-            query = replace(query, offset=offset)
+            position = self._position(query.cursor, query)
+            query = replace(query, offset=position.offset, after=position.after)
         self._check_collection(query.collection)
         return query
 
@@ -68,7 +65,7 @@ class AidreSurface:
         read, so hidden records neither shorten the page nor show in whether more follow."""
         collection = self.collections[query.collection or ""]
         source = window.Source(collection, self._operation(query))
-        self.page = await window.gather(source, query, stages.hits, stages.keep,
+        self.page = await window.gather(source, query, stages.page, stages.keep,
                                         window.Budget(self.settings.max_upstream_calls))
         return self.page.hits
 
@@ -77,8 +74,8 @@ class AidreSurface:
         collection = self.collections[query.collection or ""]
         meta: dict[str, Any] = {"returned": len(hits), "top_k": query.top_k}
         truncated = self.page.truncated
-        if self.page.next_offset is not None:
-            cursor = self.cursors.issue(_cursor_key(query), self.page.next_offset)
+        if self.page.next_position is not None:
+            cursor = self._cursor(query, self.page.next_position)
             if cursor is None:
                 truncated = True  # deeper than cursors go
             else:
@@ -89,6 +86,30 @@ class AidreSurface:
         return render.json_response({"request_id": ctx.request_id,
                                      "collection": collection.name,
                                      "results": results, "meta": meta})
+
+    def _cursor(self, query: Query, position: window.Position) -> str | None:
+        """The next page's cursor; None past the deepest offset a cursor holds. A position
+        without the upstream's token is an offset cursor (every one the same length)."""
+        if not position.after:
+            return self.cursors.issue(_cursor_key(query), position.offset)
+        if position.offset > MAX_OFFSET:
+            return None
+        return self.cursors.issue_position(_cursor_key(query),
+                                           [position.after, position.offset])
+
+    def _position(self, cursor: str, query: Query) -> window.Position:
+        """Where a cursor continues; 400 `invalid_request` unless it is ours and fits."""
+        try:
+            found = self.cursors.position(cursor, _cursor_key(query))
+        except InvalidCursor as exc:
+            raise invalid(str(exc)) from None
+        if isinstance(found, int):
+            return window.Position(offset=found)
+        if isinstance(found, list) and len(found) == 2 and isinstance(found[0], str) \
+                and found[0] and isinstance(found[1], int) and not isinstance(found[1], bool) \
+                and 0 <= found[1] <= MAX_OFFSET:
+            return window.Position(found[0], found[1])
+        raise invalid("The cursor is not valid.")
 
     def _check_collection(self, name: str | None) -> None:
         """Another surface's resource (an AIP source) is no collection here: refused as the

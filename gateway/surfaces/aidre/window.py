@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.errors import GatewayError
-from gateway.handles import Fetch
+from gateway.handles import Fetch, FetchPage
 from gateway.ids import addressable
 from gateway.model import Hit, Query
 from gateway.surfaces.aidre.collections import (
@@ -30,10 +30,20 @@ from gateway.surfaces.aidre.collections import (
 Visible = Callable[[list[Hit]], list[Hit]]  # the records of a batch the caller may see
 
 
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where in the upstream's results a page starts: `offset` records on from the page the
+    upstream's token `after` starts ("", its first page). An upstream paged by `{offset}` has
+    no tokens: there `offset` is the whole position."""
+
+    after: str = ""
+    offset: int = 0
+
+
 @dataclass(slots=True)
 class Window:
     hits: list[Hit]  # at most top_k records the caller may see, in the upstream's order
-    next_offset: int | None = None  # the upstream position the next page starts from
+    next_position: Position | None = None  # where the next page starts
     truncated: bool = False  # the page ends early: the upstream's cap or the call budget
 
 
@@ -58,14 +68,16 @@ class Source:
     operation: Operation[Any]
 
 
-def values(query: Query, offset: int, count: int) -> TextSearch | VectorSearch:
-    """Placeholder values for a search call asking for `count` items from `offset`."""
+def values(query: Query, position: Position, count: int) -> TextSearch | VectorSearch:
+    """Placeholder values for a search call asking for `count` items from `position`."""
     visibility = visible_values(query)
+    offset, after = position.offset, position.after
     if query.vector is not None:
         return VectorSearch(vector=list(query.vector), top_k=query.top_k, offset=offset,
-                            limit=count, fetch=offset + count, visibility=visibility)
+                            limit=count, fetch=offset + count, visibility=visibility,
+                            after=after)
     return TextSearch(query=query.text or "", top_k=query.top_k, offset=offset, limit=count,
-                      fetch=offset + count, visibility=visibility)
+                      fetch=offset + count, visibility=visibility, after=after)
 
 
 def chunk_values(query: Query, item: str) -> ChunkRead:
@@ -77,53 +89,88 @@ def visible_values(query: Query) -> str:
     return ",".join(query.filters.get("visibility", ()))
 
 
-async def gather(source: Source, query: Query, fetch: Fetch, visible: Visible,
+async def gather(source: Source, query: Query, fetch: FetchPage, visible: Visible,
                  budget: Budget) -> Window:
-    """The caller's page at `query.offset`, and one visible record more to know if more follow."""
-    found: list[tuple[int, Hit]] = []  # (upstream position, record) of each visible record
-    position = query.offset
+    """The caller's page at the query's position, and one visible record more to know if more
+    follow."""
+    found: list[tuple[Position, Hit]] = []  # where each visible record was read, and it
+    position = Position(query.after, query.offset)
     while len(found) <= query.top_k:
         if not budget.take():
             return _window(found, query, position, out_of_budget=True)
-        batch, ended, capped = await _read(source.operation, query, position,
-                                           query.top_k + 1 - len(found), fetch)
-        resolved = await learn_visibility(source, batch, query, fetch, budget)
+        batch, following, capped = await _read(source.operation, query, position,
+                                               query.top_k + 1 - len(found), fetch)
+        resolved = await learn_visibility(source, batch, query, fetch_hits(fetch), budget)
         kept = {id(hit) for hit in visible(batch[:resolved])}
-        found += [(position + index, hit) for index, hit in enumerate(batch[:resolved])
-                  if id(hit) in kept]
-        position += resolved
+        found += [(replace(position, offset=position.offset + index), hit)
+                  for index, hit in enumerate(batch[:resolved]) if id(hit) in kept]
         if resolved < len(batch):
-            return _window(found, query, position, out_of_budget=True)
-        if ended:
+            resume = replace(position, offset=position.offset + resolved)
+            return _window(found, query, resume, out_of_budget=True)
+        if following is None:
             return _window(found, query, None, capped=capped)
+        position = following
     return _window(found, query, None)
 
 
-def _window(found: list[tuple[int, Hit]], query: Query, resume: int | None, *,
+def fetch_hits(fetch: FetchPage) -> Fetch:
+    """`fetch` for reads that need only the hits (chunk lookups)."""
+    async def hits(operation: Operation[Any], values: Any) -> list[Hit]:
+        return (await fetch(operation, values)).entries
+    return hits
+
+
+def _window(found: list[tuple[Position, Hit]], query: Query, resume: Position | None, *,
             out_of_budget: bool = False, capped: bool = False) -> Window:
     hits = [hit for _, hit in found[:query.top_k]]
     if len(found) > query.top_k:
-        return Window(hits, next_offset=found[query.top_k][0])
+        return Window(hits, next_position=found[query.top_k][0])
     if out_of_budget:
-        return Window(hits, next_offset=resume, truncated=True)
+        return Window(hits, next_position=resume, truncated=True)
     return Window(hits, truncated=capped)
 
 
-async def _read(operation: Operation[Any], query: Query, position: int, count: int,
-                fetch: Fetch) -> tuple[list[Hit], bool, bool]:
-    """(records from `position` on, the upstream has no more, its cap ended them)."""
+async def _read(operation: Operation[Any], query: Query, position: Position, count: int,
+                fetch: FetchPage) -> tuple[list[Hit], Position | None, bool]:
+    """(records from `position` on, where the records after them start (None: the upstream
+    has no more), the upstream's cap ended them)."""
+    if operation.pages_by == "after":
+        return await _read_after(operation, query, position, count, fetch)
     cap = operation.settings.max_items
-    if operation.paginates:
+    if operation.pages_by == "offset":
         asked = min(count, cap) if cap else count
-        batch = await fetch(operation, values(query, position, asked))
-        return batch, len(batch) < asked, False
-    needed = position + count  # no offset upstream: ask from the top, slice here
+        page = await fetch(operation, values(query, position, asked))
+        if len(page.entries) < asked:
+            return page.entries, None, False
+        return page.entries, Position(offset=position.offset + len(page.entries)), False
+    return await _read_sliced(operation, query, position.offset, count, fetch)
+
+
+async def _read_sliced(operation: Operation[Any], query: Query, start: int, count: int,
+                       fetch: FetchPage) -> tuple[list[Hit], Position | None, bool]:
+    """An upstream without paging: asked from the top every time, sliced here."""
+    cap = operation.settings.max_items
+    needed = start + count
     asked = min(needed, cap) if cap else needed
-    if asked <= position:
-        return [], True, True
-    answered = await fetch(operation, values(query, 0, asked))
-    ended = len(answered) < asked or asked < needed
-    return answered[position:], ended, asked < needed and len(answered) >= asked
+    if asked <= start:
+        return [], None, True
+    answered = (await fetch(operation, values(query, Position(), asked))).entries
+    batch = answered[start:]
+    if len(answered) < asked or asked < needed:
+        return batch, None, asked < needed and len(answered) >= asked
+    return batch, Position(offset=start + len(batch)), False
+
+
+async def _read_after(operation: Operation[Any], query: Query, position: Position,
+                      count: int, fetch: FetchPage) -> tuple[list[Hit], Position | None, bool]:
+    """A page by the upstream's token: the records of the page at `position.after` past the
+    `position.offset` already read; the next page starts at the token this answer gives."""
+    cap = operation.settings.max_items
+    wanted = position.offset + count
+    asked = min(wanted, cap) if cap else wanted
+    page = await fetch(operation, values(query, Position(position.after), asked))
+    following = Position(page.next) if page.next is not None else None
+    return page.entries[position.offset:], following, False
 
 
 async def learn_visibility(source: Source, hits: list[Hit], query: Query, fetch: Fetch,

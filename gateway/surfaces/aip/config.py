@@ -107,8 +107,11 @@ class Source(Strict):
         [], description="Intent domains this source answers; empty: every editorial domain."
     )
     search: UpstreamOperation = Field(
-        description="Placeholders: {query}, and {limit}, {top_k} and {fetch} (each the number "
-        "of hits wanted); {offset} is 0.")
+        description="Placeholders: {query}, {limit} and {top_k} (the hits this call asks for), "
+        "{offset} or {after} (where the page starts: 0 and \"\" at first; {after} is the "
+        "token the previous answer gave, read by the mapping's `next`) and {fetch} "
+        "(offset + limit). A search that pages is read on while hidden hits or its max_items "
+        "leave fewer hits than wanted, at most 5 pages.")
     article: UpstreamOperation | None = Field(
         None, description="Reads one hit's whole text ({id}); it is split into chunks."
     )

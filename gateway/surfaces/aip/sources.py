@@ -19,14 +19,16 @@ from gateway.surfaces.aip.config import Aip, Source
 
 @dataclass(frozen=True, slots=True)
 class SourceSearch(Placeholders):
-    """A source's search: the query text, and how many hits are wanted (`limit`, and the same
-    number as `top_k` and `fetch`; `offset` is always 0)."""
+    """A page of a source's search: the query text, how many hits this call asks for
+    (`limit`, and the same number as `top_k`), where the page starts (`offset`, or `after`:
+    the token the previous answer gave, "" at first) and `fetch` (offset + limit)."""
 
     query: str
     limit: int
     top_k: int
     fetch: int
     offset: int
+    after: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +84,46 @@ def compile_sources(aip: Aip, upstreams: set[str]) -> dict[str, CompiledSource]:
     return compiled
 
 
+# Search pages one retrieve may read while hits it may not show keep it short of the hits
+# wanted (or the upstream's max_items is below them): the call budget of one answer.
+MAX_SEARCH_PAGES = 5
+
+
 async def read_hits(source: CompiledSource, query: str, hits_wanted: int,
                     stages: Stages) -> list[Hit]:
     """The hits the caller may see, best first, read through the pipeline's stages (upstream
-    calls; the policy's record-visibility decision, `keep`); any upstream failure raises."""
-    wanted = SourceSearch(query=query, limit=hits_wanted, top_k=hits_wanted, fetch=hits_wanted,
-                          offset=0)
-    hits = (await stages.hits(source.search, wanted))[:hits_wanted]
+    calls; the policy's record-visibility decision, `keep`); any upstream failure raises. An
+    upstream that pages (by `{offset}` or `{after}`) is read on, page by page, while hidden
+    hits or its page cap leave fewer than `hits_wanted`."""
+    shown: list[Hit] = []
+    offset, after = 0, ""
+    for _ in range(MAX_SEARCH_PAGES):
+        asked = _asked(source, hits_wanted - len(shown))
+        page = await stages.page(source.search, SourceSearch(
+            query=query, limit=asked, top_k=asked, fetch=offset + asked, offset=offset,
+            after=after))
+        hits = page.entries[:asked]
+        shown += await _shown(source, hits, stages)
+        pages_by = source.search.pages_by
+        if len(shown) >= hits_wanted or pages_by is None:
+            break
+        if pages_by == "after":
+            if page.next is None:
+                break
+            after = page.next
+        elif len(page.entries) < asked:
+            break
+        offset += len(hits)
+    return shown[:hits_wanted]
+
+
+def _asked(source: CompiledSource, wanted: int) -> int:
+    cap = source.search.settings.max_items
+    return min(wanted, cap) if cap else wanted
+
+
+async def _shown(source: CompiledSource, hits: list[Hit], stages: Stages) -> list[Hit]:
+    """The hits of one page the caller may see, read whole when the source has articles."""
     if source.article is not None:
         # A hit the search already shows hidden is never read; the others are judged on the
         # article's visibility (or the search hit's, when the article does not give one).

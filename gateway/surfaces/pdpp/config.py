@@ -69,8 +69,10 @@ class Stream(Strict):
     range_filters: dict[FieldName, list[RangeOp]] = {}
     records: UpstreamOperation = Field(
         description="Reads a page of records. Placeholders: {subject} (the token's subject), "
-        "{limit}, {offset}, {page} (1-based) and {after} (the key of the previous page's last "
-        "item). The mapping's `fields` are ignored: `fields` above say where each field is.")
+        "{limit}, {offset}, {page} (1-based) and {after}: the token the previous answer gave when "
+        "the mapping reads one (`next`; pages are read until it gives none), else the key of "
+        "the previous page's last item (\"\" for the first page). The mapping's `fields` are "
+        "ignored: `fields` above say where each field is.")
     record: UpstreamOperation | None = Field(
         None, description="Reads one record by {id} (and {subject}); default: from the list.")
     page_size: Annotated[int, Field(ge=1, le=1000)] = 100

@@ -336,7 +336,7 @@ class PdppService:
         when the store has none fresh enough."""
         subject = _subject(call)
         return await self.store.entry(
-            stream, subject, lambda: read_all(stream, subject, call.stages.items))
+            stream, subject, lambda: read_all(stream, subject, call.stages.item_page))
 
     def _position(self, cursor: str | None, binding: dict[str, Any]) -> list[Any] | None:
         if cursor is None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import jmespath
 
 from gateway.mapping import MappingError
+from gateway.model import Page
 from gateway.operations import K, Operation, Placeholders, compile_operation
 from gateway.surfaces.pdpp.config import Pdpp, Stream
 from gateway.surfaces.pdpp.conform import FieldRule, Tally, compile_rule, conform, report, schema_of
@@ -21,7 +22,10 @@ SCALARS = frozenset({"string", "integer", "number", "boolean"})
 @dataclass(frozen=True, slots=True)
 class RecordPage(Placeholders):
     """One page of a stream's records for a subject (the token's subject): `limit` records
-    from `offset`, the 1-based `page`, and `after` (the key of the previous page's last item)."""
+    from `offset`, the 1-based `page`, and `after`: the previous answer's token when the
+    mapping reads one (`next`), else the key of the previous page's last item ("" first)."""
+
+    after_without_next: ClassVar[bool] = True
 
     subject: str
     limit: int
@@ -54,6 +58,12 @@ class ReadItems(Protocol):
     """One upstream operation called with its kind's values: the items it answered."""
 
     def __call__(self, operation: Operation[K], values: K) -> Awaitable[list[Any]]: ...
+
+
+class ReadPage(Protocol):
+    """`ReadItems`, with the upstream's token for the page after the answer."""
+
+    def __call__(self, operation: Operation[K], values: K) -> Awaitable[Page[Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,25 +173,29 @@ class Snapshot:
 
 
 async def read_all(stream: CompiledStream, subject: str,
-                   read: ReadItems) -> tuple[list[Record], bool]:
-    """Every record of a stream for one subject, paging until a short or repeated page."""
+                   read: ReadPage) -> tuple[list[Record], bool]:
+    """Every record of a stream for one subject, paging until the upstream gives no `next`
+    token (when its mapping reads one), or else until a short or repeated page."""
     size, limit = stream.settings.page_size, stream.settings.max_records
+    by_token = stream.list_op.mapping.next is not None
     records: dict[str, Record] = {}
     tally: Tally = Counter()
     try:
         after = ""
         for page in range(limit // size + 1):
-            items = await read(stream.list_op, RecordPage(
+            answer = await read(stream.list_op, RecordPage(
                 subject=subject, limit=size, offset=page * size, page=page + 1, after=after))
-            fresh = [r for item in items
+            fresh = [r for item in answer.entries
                      if (r := stream.record(item, tally)) and r.key not in records]
             for record in fresh:
                 records[record.key] = record
             if len(records) >= limit:
                 return list(records.values())[:limit], True
-            if len(items) < size or not fresh:
+            if by_token and answer.next is None:
                 return list(records.values()), False
-            after = fresh[-1].key
+            if not by_token and (len(answer.entries) < size or not fresh):
+                return list(records.values()), False
+            after = answer.next if by_token and answer.next is not None else fresh[-1].key
         return list(records.values()), True
     finally:
         report(stream.name, tally)
