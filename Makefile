@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: install test lint demo bench bench-passthrough bench-routes bench-deps profile soak redis \
-	schema fuzz clean chromium policy-check json-server
+	schema fuzz clean chromium policy-check json-server datasette
 
 # docker/install.sh is also the image's install step (Dockerfile), so the tests run what ships.
 $(INSTALLED): pyproject.toml docker/install.sh
@@ -19,7 +19,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy gateway
 
-test: install lint redis chromium json-server
+test: install lint redis chromium json-server datasette
 	$(BIN)/python -m pytest
 
 # The tests use the Redis at 127.0.0.1:6379 (started here when none answers) and start private
@@ -51,6 +51,20 @@ $(JSON_SERVER_STAMP):
 	touch $@
 
 json-server: $(JSON_SERVER_STAMP)
+
+# Datasette (PyPI), the second third-party upstream (tests/test_datasette.py, examples/datasette/):
+# keyset `next` pagination and FTS5 search restricted to columns, which json-server lacks. In its
+# own venv, .datasette/, so its pinned dependencies never meet ours. 0.65.5 is the newest stable.
+DATASETTE_VERSION := 0.65.5
+DATASETTE_STAMP := .datasette/.datasette-$(DATASETTE_VERSION)
+
+$(DATASETTE_STAMP):
+	$(PYTHON) -m venv .datasette || \
+	  { apt-get update && apt-get install -y python3-venv && $(PYTHON) -m venv .datasette; }
+	.datasette/bin/pip install --quiet datasette==$(DATASETTE_VERSION)
+	touch $@
+
+datasette: $(DATASETTE_STAMP)
 
 # Headless Chromium, for the access report's browser check (tests/test_policy_report.py).
 chromium:
@@ -101,4 +115,4 @@ fuzz: install
 	$(BIN)/python bench/fuzz.py
 
 clean:
-	rm -rf $(VENV) .npm .pytest_cache .ruff_cache .mypy_cache *.egg-info
+	rm -rf $(VENV) .npm .datasette .pytest_cache .ruff_cache .mypy_cache *.egg-info

@@ -5,9 +5,12 @@ import ssl
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx._transports.default
 import pytest
+from datasette import start_datasette
+from datasette import write_database as write_datasette_db
 from inprocess import InProcessGateway
 from processes import ROOT, Gateway, Process, free_port, start_backend, start_echo, wait_for_http
 
@@ -56,6 +59,21 @@ def echo_b(logs_dir: Path) -> Iterator[str]:
 def backend(logs_dir: Path) -> Iterator[str]:
     """The demo help-centre backend, as its own process."""
     process, url = start_backend(logs_dir)
+    yield url
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def datasette_db(tmp_path_factory: pytest.TempPathFactory,
+                 ) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
+    """The SQLite file Datasette serves (examples/datasette/build_db.py), and its records."""
+    return write_datasette_db(tmp_path_factory.mktemp("datasette"))
+
+
+@pytest.fixture(scope="session")
+def datasette(datasette_db: tuple[Path, dict], logs_dir: Path) -> Iterator[str]:
+    """Datasette over `datasette_db`, as its own process: its base URL (tests/datasette.py)."""
+    process, url = start_datasette(datasette_db[0], logs_dir)
     yield url
     process.stop()
 
