@@ -38,10 +38,14 @@ class FieldSpec(Strict):
 
 
 class UpstreamSearch(Strict):
-    """Search delegated to the legacy API. `{query}` is the text; `{fields}` the list of
-    fields the caller may match (repeated query parameters, or a JSON list in a body) and
-    `{fields_csv}` the same list comma-separated; `{subject}` the token's subject and `{limit}`
-    the stream's max_records. The mapping's `id` is the record key."""
+    """Search delegated to the legacy API, which must search only the fields it is sent.
+    `{query}` is the text; `{fields}` the list of fields the caller may match (repeated query
+    parameters, or a JSON list in a body), `{fields_csv}` the same list comma-separated and
+    `{fts5_match}` the query as an SQLite FTS5 expression matching only them
+    (`{name summary} : ("word" "word")`); `{subject}` the token's subject and `{limit}` the
+    stream's max_records (or the operation's max_items, when lower). The answer's items are
+    the matching records, best first, each mapped by the stream's `fields` as a records page
+    is: the gateway reads nothing more of the stream for a search, and keeps no index of it."""
 
     operation: UpstreamOperation
 

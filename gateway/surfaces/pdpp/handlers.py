@@ -42,7 +42,14 @@ from gateway.surfaces.pdpp.projection import (
 )
 from gateway.surfaces.pdpp.records import page_after, position_of
 from gateway.surfaces.pdpp.store import Entry, Store
-from gateway.surfaces.pdpp.streams import CompiledStream, FieldSearch, read_all, read_one
+from gateway.surfaces.pdpp.streams import (
+    CompiledStream,
+    FieldSearch,
+    Record,
+    read_all,
+    read_one,
+    search_upstream,
+)
 
 Handler = Callable[["PdppService", "Call"], Awaitable[Response]]
 
@@ -275,7 +282,7 @@ class PdppService:
                                            self.pdpp.semantic.min_similarity, settings.snippets)
         else:
             ranked = await search.lexical(q, accesses, params.filters, entry_for,
-                                          self._upstream_ids(q, call), settings.snippets)
+                                          self._upstream_search(q, call), settings.snippets)
         hits = ranked.hits[offset:offset + limit]
         more = len(ranked.hits) > offset + limit
         now = _now()
@@ -300,15 +307,15 @@ class PdppService:
         return [grantee.stream(name, "streams[]") for name in dict.fromkeys(names)]
 
     @staticmethod
-    def _upstream_ids(q: str, call: Call) -> search.UpstreamIds:
-        async def ids(stream: CompiledStream, fields: tuple[str, ...]) -> list[str]:
-            operation = stream.lexical_op
-            assert operation is not None
-            values = FieldSearch(query=q, fields=list(fields), fields_csv=",".join(fields),
-                                 subject=_subject(call), limit=stream.settings.max_records)
-            hits = await call.stages.hits(operation, values)
-            return [hit.id for hit in hits]
-        return ids
+    def _upstream_search(q: str, call: Call) -> search.UpstreamSearch:
+        async def records(stream: CompiledStream,
+                          fields: tuple[str, ...]) -> tuple[list[Record], bool]:
+            assert stream.lexical_op is not None
+            cap = stream.lexical_op.settings.max_items or stream.settings.max_records
+            values = FieldSearch.of(q, fields, _subject(call),
+                                    min(stream.settings.max_records, cap))
+            return await search_upstream(stream, values, call.stages.items)
+        return records
 
     def _metadata(self, stream: CompiledStream) -> dict[str, Any]:
         settings = stream.settings

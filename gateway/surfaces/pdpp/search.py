@@ -2,7 +2,9 @@
 
 The matchable fields of each stream (declared AND granted) are decided before anything is
 read or asked: a stream with none is skipped, an upstream search is sent only those, and
-the gateway's own indexes score only those. Only the records a caller may see, as
+the gateway's own indexes score only those. A stream whose upstream searches answers from
+the records that search returns, mapped as its records are: nothing of the stream is read or
+kept beyond them. Only the records a caller may see, as
 `Access.view` shows them, are ever scored, matched, filtered, counted or snipped; snippets are
 checked again by `Access.snippet`."""
 
@@ -20,7 +22,9 @@ from gateway.surfaces.pdpp.store import Entry
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
 
 EntryFor = Callable[[CompiledStream], Awaitable[Entry]]
-UpstreamIds = Callable[[CompiledStream, tuple[str, ...]], Awaitable[list[str]]]
+# An upstream search sent the matchable fields: the records it answered, and whether it
+# answered as many as it was asked for (more may match).
+UpstreamSearch = Callable[[CompiledStream, tuple[str, ...]], Awaitable[tuple[list[Record], bool]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +43,7 @@ class Ranked:
 
 
 async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_for: EntryFor,
-                  upstream_ids: UpstreamIds, snippets: bool) -> Ranked:
+                  upstream_search: UpstreamSearch, snippets: bool) -> Ranked:
     terms = tokenize(q)
     found: list[Found] = []
     truncated = False
@@ -47,13 +51,15 @@ async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_f
         fields = access.matchable("lexical")
         if not fields or not terms:
             continue  # nothing this caller may match here: the stream is not searched
-        entry = await entry_for(access.stream)
-        truncated |= _truncated(entry, access)
-        visible = _visible(entry, access)
         if access.stream.lexical_op is not None:
-            keys = await upstream_ids(access.stream, fields)
-            scored = _upstream_scores(keys, visible, fields, set(terms))
+            records, full = await upstream_search(access.stream, fields)
+            truncated |= full
+            visible = _visible_of(records, access)
+            scored = _upstream_scores([r.key for r in records], visible, fields, set(terms))
         else:
+            entry = await entry_for(access.stream)
+            truncated |= _truncated(entry, access)
+            visible = _visible(entry, access)
             scored = _index_scores(entry, visible, fields, terms)
         for position, per_field in scored:
             record = visible[position]
@@ -97,7 +103,11 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
 
 def _visible(entry: Entry, access: Access) -> dict[int, Record]:
     """What the caller may see of each record it may see, by its position in the snapshot."""
-    records = entry.snapshot.records
+    return _visible_of(entry.snapshot.records, access)
+
+
+def _visible_of(records: list[Record], access: Access) -> dict[int, Record]:
+    """What the caller may see of each record it may see, by its position in `records`."""
     if access.whole:
         return dict(enumerate(records))
     return {i: view for i, record in enumerate(records)

@@ -45,13 +45,33 @@ class RecordRead(Placeholders):
 @dataclass(frozen=True, slots=True)
 class FieldSearch(Placeholders):
     """A search of a subject's records: the query text, the fields the caller may match (a
-    list, and `fields_csv` comma-separated) and `limit`, the stream's max_records."""
+    list, `fields_csv` comma-separated, and `fts5_match`, the query as an SQLite FTS5
+    expression matching only them) and `limit`, the stream's max_records."""
 
     query: str
     fields: list[str]
     fields_csv: str
+    fts5_match: str
     subject: str
     limit: int
+
+    @classmethod
+    def of(cls, query: str, fields: tuple[str, ...], subject: str, limit: int) -> FieldSearch:
+        return cls(query=query, fields=list(fields), fields_csv=",".join(fields),
+                   fts5_match=fts5_match(query, fields), subject=subject, limit=limit)
+
+
+MAX_FTS5_WORDS = 32
+
+
+def fts5_match(query: str, fields: tuple[str, ...]) -> str:
+    """`{field field} : ("word" "word")`: every word of the query (at most MAX_FTS5_WORDS) a
+    quoted FTS5 string, so nothing the caller typed is read as FTS5 syntax (an operator, a
+    column filter of its own), all of them matched within `fields` only. Field names are
+    FTS5 barewords (config allows no others)."""
+    words = query.split()[:MAX_FTS5_WORDS]
+    strings = " ".join('"' + word.replace('"', '""') + '"' for word in words)
+    return "{" + " ".join(fields) + "} : (" + strings + ")"
 
 
 class ReadItems(Protocol):
@@ -199,6 +219,23 @@ async def read_all(stream: CompiledStream, subject: str,
         return list(records.values()), True
     finally:
         report(stream.name, tally)
+
+
+async def search_upstream(stream: CompiledStream, values: FieldSearch,
+                          read: ReadItems) -> tuple[list[Record], bool]:
+    """The records the stream's upstream search answered, each once and in its order, mapped
+    as the stream's records are; and whether it answered all it was asked for (`limit`: more
+    may match)."""
+    assert stream.lexical_op is not None
+    items = await read(stream.lexical_op, values)
+    tally: Tally = Counter()
+    found: dict[str, Record] = {}
+    for item in items:
+        record = stream.record(item, tally)
+        if record is not None:
+            found.setdefault(record.key, record)
+    report(stream.name, tally)
+    return list(found.values()), len(items) >= values.limit
 
 
 async def read_one(stream: CompiledStream, subject: str, key: str,
