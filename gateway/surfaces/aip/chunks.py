@@ -69,6 +69,12 @@ def select(articles: list[list[Chunk]], query: str, limits: Limits,
     return chosen
 
 
+def withheld_whole(articles: list[list[Chunk]], whole_allowed: bool) -> int:
+    """How many articles give no chunk at all because one chunk would be the whole article
+    (too short to split) and whole articles are not allowed: what an answer says it left out."""
+    return 0 if whole_allowed else sum(1 for chunks in articles if len(chunks) == 1)
+
+
 def _sentences(text: str, counter: TokenCounter, limit: int) -> list[str]:
     """Sentences, each cut further at word boundaries when it alone exceeds the limit."""
     out: list[str] = []

@@ -23,7 +23,7 @@ from gateway.policy.rules import Ask
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json
-from gateway.surfaces.aip.chunks import Chunk, select, split
+from gateway.surfaces.aip.chunks import Chunk, select, split, withheld_whole
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.events import EventSink, access_event
 from gateway.surfaces.aip.gate import Gate, check_platform
@@ -92,13 +92,14 @@ class Retriever:
         response = await exchange.pipeline.retrieve(Retrieval(self, answer), exchange)
         return self.gate.sign(answer.verified, exchange.request.scope, response)
 
-    def cut(self, source: CompiledSource, hits: list[Hit], query: str) -> list[Chunk]:
-        """The chunks an answer carries, cut from the hits' texts within the limits."""
+    def cut(self, source: CompiledSource, hits: list[Hit], query: str) -> tuple[list[Chunk], int]:
+        """The chunks an answer carries, cut from the hits' texts within the limits, and how
+        many texts gave none because they are too short to return but whole."""
         retrieval = self.aip.retrieval
         whole = retrieval.supports.full_article or not source.whole_articles
         articles = [split(piece, self.counter, retrieval.chunk_tokens)
                     for piece in pieces(hits)]
-        return select(articles, query, self.limits, whole)
+        return select(articles, query, self.limits, whole), withheld_whole(articles, whole)
 
     async def record_access(self, wanted: RetrieveRequest, chunks: list[Chunk]) -> None:
         """Recorded before the content leaves: no record, no content. The request id is issued
@@ -127,6 +128,7 @@ class Retrieval:
         self.retriever = retriever
         self.answer = answer
         self.chunks: list[Chunk] = []
+        self.withheld = 0  # texts too short to return but whole (full_article: false)
 
     @property
     def wanted(self) -> RetrieveRequest:
@@ -162,14 +164,15 @@ class Retrieval:
         except TimeoutError:
             ctx.upstream_error = "timeout"
             raise errors.upstream_timeout() from None
-        self.chunks = retriever.cut(source, hits, query.text or "")
+        self.chunks, self.withheld = retriever.cut(source, hits, query.text or "")
         await retriever.record_access(wanted, self.chunks)
         return hits
 
     def render(self, query: Query, hits: list[Hit], ctx: RequestContext) -> Response:
         aip = self.retriever.aip
         return render.ok(self.wanted.request_id, self.chunks, aip.publisher.name,
-                         self.retriever.limits, aip.retrieval.supports.citations)
+                         self.retriever.limits, aip.retrieval.supports.citations,
+                         self.withheld)
 
 
 def routes(aip: Aip, sources: dict[str, CompiledSource], policy: AipPolicy,

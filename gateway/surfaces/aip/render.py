@@ -46,7 +46,9 @@ _ERRORS = {
 
 
 def ok(request_id: str, chunks: list[Chunk], publisher: str, limits: Limits,
-       citations: bool) -> Response:
+       citations: bool, withheld: int = 0) -> Response:
+    """An answer. `withheld` texts matched but gave no chunk, each too short to split and
+    full articles not served: `extensions.aigw.withheld_whole` says so, and why."""
     document = _envelope(request_id, "ok")
     if chunks:
         document["content"] = {"chunks": [
@@ -55,6 +57,12 @@ def ok(request_id: str, chunks: list[Chunk], publisher: str, limits: Limits,
             document["citations"] = cited
     document["limits_applied"] = {"max_chunks": limits.max_chunks,
                                   "max_tokens": limits.max_tokens}
+    if withheld:
+        document["extensions"] = {"aigw": {"withheld_whole": {
+            "texts": withheld,
+            "reason": "These texts are shorter than one chunk, so a chunk would be the whole "
+                      "text, and this publisher does not return full articles.",
+        }}}
     return _response(document, 200)
 
 
