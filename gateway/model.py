@@ -23,10 +23,6 @@ class Query:
     cursor: str | None = None
     collection: str | None = None
     filters: dict[str, Any] = field(default_factory=dict)
-    # Where the upstream's results continue: `offset` records on from the page its token
-    # `after` starts ("" for its first page, and always for an upstream paged by offset).
-    offset: int = 0
-    after: str = ""
     fields: frozenset[str] = frozenset()  # optional parts of each result the caller asked for
     strict_fields: bool = False  # refuse, rather than drop, a requested part policy denies
     # Decisions the request raises beyond its resource (a platform's declared use, say): the

@@ -231,12 +231,6 @@ def test_aidre_pages_through_every_hit_of_datasettes_search_in_its_order(
         assert hit["metadata"]["version"] == row["version"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "AIDRE sends Datasette's token back only past max_items or hidden hits: otherwise every "
-    "page is read again from the top (`_next=` empty), `_size` = offset + top_k + 1 growing "
-    "page by page (window._read_after asks position.offset + count from position.after, and "
-    "the next position stays inside the page already read); tests/test_upstream_tokens.py "
-    "states the intent: past the first, a call sends a token or asks at most a page more"))
 def test_aidre_pages_by_datasettes_tokens_not_from_the_top(
         gateway: httpx.Client, packages: Records, datasette_log: DatasetteLog):
     top_k = 10

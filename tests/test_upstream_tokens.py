@@ -123,10 +123,17 @@ async def test_aidre_pages_a_keyset_upstream_by_its_token(tmp_path: Path, page_c
 async def test_a_caller_who_sees_more_pages_through_more(tmp_path: Path):
     config = aidre_config(tmp_path)
     config["auth"]["api_keys"]["keys"].append(staff_key())
-    async with memory_gateway(config, tmp_path, {"legacy": KeysetApi(5)}) as gateway:
+    api = KeysetApi()
+    async with memory_gateway(config, tmp_path, {"legacy": api}) as gateway:
         body = {"query": "refunds", "collection": "records", "top_k": 10}
-        ids, _ = await every_page(gateway.client, body, {"X-API-Key": STAFF_KEY})
+        ids, cursors = await every_page(gateway.client, body, {"X-API-Key": STAFF_KEY})
     assert ids == [f"records:{r['id']}" for r in RECORDS]
+    # Nothing hidden, no page cap: a page's look-ahead record is the one the next page starts
+    # with, inside the upstream page already read. That page is read again at its own size,
+    # then its token followed: two calls a page, never a longer page, never from the top.
+    assert len(api.calls) <= 2 * (len(cursors) + 1)
+    assert sum(1 for call in api.calls if call["after"] == "") == 2
+    assert max(int(call["limit"]) for call in api.calls) == 10 + 1
 
 
 async def test_a_cursor_of_one_query_is_refused_for_another(tmp_path: Path):

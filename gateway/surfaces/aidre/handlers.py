@@ -8,7 +8,6 @@ in AIDRE's error object. No collection-specific code lives here.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -49,14 +48,14 @@ class AidreSurface:
         self.cursors = CursorSigner(key, self.settings.cursor_ttl)
         self.collections = _own_collections(generation)
         self.page = window.Window([])  # set by `collect` for this request
+        self.start = window.Position()  # where this request's page starts (its cursor's)
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
         await _check_media_type(request)
         body = await _json_body(request, self.generation.settings.proxy.max_body_bytes)
         query = parse_search(body, self.settings)
         if query.cursor is not None:
-            position = self._position(query.cursor, query)
-            query = replace(query, offset=position.offset, after=position.after)
+            self.start = self._position(query.cursor, query)
         self._check_collection(query.collection)
         return query
 
@@ -65,7 +64,7 @@ class AidreSurface:
         read, so hidden records neither shorten the page nor show in whether more follow."""
         collection = self.collections[query.collection or ""]
         source = window.Source(collection, self._operation(query))
-        self.page = await window.gather(source, query, stages.page, stages.keep,
+        self.page = await window.gather(source, query, self.start, stages.page, stages.keep,
                                         window.Budget(self.settings.max_upstream_calls))
         return self.page.hits
 
@@ -90,12 +89,12 @@ class AidreSurface:
     def _cursor(self, query: Query, position: window.Position) -> str | None:
         """The next page's cursor; None past the deepest offset a cursor holds. A position
         without the upstream's token is an offset cursor (every one the same length)."""
-        if not position.after:
+        if not position.size:
             return self.cursors.issue(_cursor_key(query), position.offset)
         if position.offset > MAX_OFFSET:
             return None
         return self.cursors.issue_position(_cursor_key(query),
-                                           [position.after, position.offset])
+                                           [position.after, position.offset, position.size])
 
     def _position(self, cursor: str, query: Query) -> window.Position:
         """Where a cursor continues; 400 `invalid_request` unless it is ours and fits."""
@@ -105,10 +104,9 @@ class AidreSurface:
             raise invalid(str(exc)) from None
         if isinstance(found, int):
             return window.Position(offset=found)
-        if isinstance(found, list) and len(found) == 2 and isinstance(found[0], str) \
-                and found[0] and isinstance(found[1], int) and not isinstance(found[1], bool) \
-                and 0 <= found[1] <= MAX_OFFSET:
-            return window.Position(found[0], found[1])
+        if isinstance(found, list) and len(found) == 3 and isinstance(found[0], str) \
+                and all(_counts(n) for n in found[1:]) and found[2] > 0:
+            return window.Position(found[0], found[1], found[2])
         raise invalid("The cursor is not valid.")
 
     def _check_collection(self, name: str | None) -> None:
@@ -277,6 +275,10 @@ def _auth_summary(generation: Any) -> dict[str, Any]:
     resource = resource_identifier(auth, generation.settings.public_base_url)
     return {"type": "oauth2" if auth.issuers or auth.introspection else "apikey",
             "resource_metadata": metadata_url(resource)}
+
+
+def _counts(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_OFFSET
 
 
 def _cursor_key(query: Query) -> dict[str, Any]:

@@ -32,12 +32,15 @@ Visible = Callable[[list[Hit]], list[Hit]]  # the records of a batch the caller 
 
 @dataclass(frozen=True, slots=True)
 class Position:
-    """Where in the upstream's results a page starts: `offset` records on from the page the
-    upstream's token `after` starts ("", its first page). An upstream paged by `{offset}` has
-    no tokens: there `offset` is the whole position."""
+    """Where in the upstream's results a page starts. An upstream paged by `{offset}` (or not
+    at all) has no tokens: there `offset` is the whole position. One paged by `{after}`: the
+    page its token `after` starts ("": its first page), read `size` records long, and
+    `offset` records into it; resuming reads that same page again (the same token and size,
+    so the same records) and follows its `next`, rather than a longer page every time."""
 
     after: str = ""
     offset: int = 0
+    size: int = 0  # 0: not read yet
 
 
 @dataclass(slots=True)
@@ -89,28 +92,36 @@ def visible_values(query: Query) -> str:
     return ",".join(query.filters.get("visibility", ()))
 
 
-async def gather(source: Source, query: Query, fetch: FetchPage, visible: Visible,
-                 budget: Budget) -> Window:
-    """The caller's page at the query's position, and one visible record more to know if more
-    follow."""
+async def gather(source: Source, query: Query, start: Position, fetch: FetchPage,
+                 visible: Visible, budget: Budget) -> Window:
+    """The caller's page from `start`, and one visible record more to know if more follow."""
     found: list[tuple[Position, Hit]] = []  # where each visible record was read, and it
-    position = Position(query.after, query.offset)
+    position = start
     while len(found) <= query.top_k:
         if not budget.take():
             return _window(found, query, position, out_of_budget=True)
-        batch, following, capped = await _read(source.operation, query, position,
-                                               query.top_k + 1 - len(found), fetch)
-        resolved = await learn_visibility(source, batch, query, fetch_hits(fetch), budget)
-        kept = {id(hit) for hit in visible(batch[:resolved])}
-        found += [(replace(position, offset=position.offset + index), hit)
-                  for index, hit in enumerate(batch[:resolved]) if id(hit) in kept]
-        if resolved < len(batch):
-            resume = replace(position, offset=position.offset + resolved)
+        batch = await _read(source.operation, query, position, query.top_k + 1 - len(found),
+                            fetch)
+        hits, at = batch.hits, batch.start
+        resolved = await learn_visibility(source, hits, query, fetch_hits(fetch), budget)
+        kept = {id(hit) for hit in visible(hits[:resolved])}
+        found += [(replace(at, offset=at.offset + index), hit)
+                  for index, hit in enumerate(hits[:resolved]) if id(hit) in kept]
+        if resolved < len(hits):
+            resume = replace(at, offset=at.offset + resolved)
             return _window(found, query, resume, out_of_budget=True)
-        if following is None:
-            return _window(found, query, None, capped=capped)
-        position = following
+        if batch.following is None:
+            return _window(found, query, None, capped=batch.capped)
+        position = batch.following
     return _window(found, query, None)
+
+
+@dataclass(slots=True)
+class Batch:
+    hits: list[Hit]  # the records read, in the upstream's order
+    start: Position  # where the first of them is
+    following: Position | None  # where the records after them start; None: no more
+    capped: bool = False  # the upstream's cap ended them
 
 
 def fetch_hits(fetch: FetchPage) -> Fetch:
@@ -131,9 +142,8 @@ def _window(found: list[tuple[Position, Hit]], query: Query, resume: Position | 
 
 
 async def _read(operation: Operation[Any], query: Query, position: Position, count: int,
-                fetch: FetchPage) -> tuple[list[Hit], Position | None, bool]:
-    """(records from `position` on, where the records after them start (None: the upstream
-    has no more), the upstream's cap ended them)."""
+                fetch: FetchPage) -> Batch:
+    """About `count` records from `position` on."""
     if operation.pages_by == "after":
         return await _read_after(operation, query, position, count, fetch)
     cap = operation.settings.max_items
@@ -141,36 +151,38 @@ async def _read(operation: Operation[Any], query: Query, position: Position, cou
         asked = min(count, cap) if cap else count
         page = await fetch(operation, values(query, position, asked))
         if len(page.entries) < asked:
-            return page.entries, None, False
-        return page.entries, Position(offset=position.offset + len(page.entries)), False
-    return await _read_sliced(operation, query, position.offset, count, fetch)
+            return Batch(page.entries, position, None)
+        return Batch(page.entries, position,
+                     Position(offset=position.offset + len(page.entries)))
+    return await _read_sliced(operation, query, position, count, fetch)
 
 
-async def _read_sliced(operation: Operation[Any], query: Query, start: int, count: int,
-                       fetch: FetchPage) -> tuple[list[Hit], Position | None, bool]:
+async def _read_sliced(operation: Operation[Any], query: Query, position: Position,
+                       count: int, fetch: FetchPage) -> Batch:
     """An upstream without paging: asked from the top every time, sliced here."""
-    cap = operation.settings.max_items
+    cap, start = operation.settings.max_items, position.offset
     needed = start + count
     asked = min(needed, cap) if cap else needed
     if asked <= start:
-        return [], None, True
+        return Batch([], position, None, capped=True)
     answered = (await fetch(operation, values(query, Position(), asked))).entries
     batch = answered[start:]
     if len(answered) < asked or asked < needed:
-        return batch, None, asked < needed and len(answered) >= asked
-    return batch, Position(offset=start + len(batch)), False
+        return Batch(batch, position, None, capped=asked < needed and len(answered) >= asked)
+    return Batch(batch, position, Position(offset=start + len(batch)))
 
 
 async def _read_after(operation: Operation[Any], query: Query, position: Position,
-                      count: int, fetch: FetchPage) -> tuple[list[Hit], Position | None, bool]:
-    """A page by the upstream's token: the records of the page at `position.after` past the
-    `position.offset` already read; the next page starts at the token this answer gives."""
+                      count: int, fetch: FetchPage) -> Batch:
+    """A page by the upstream's token: the page at `position.after` (read again at the size
+    it was first read with, past the `position.offset` records already gone through, or
+    `count` records long when new); the next page starts at the token this answer gives."""
     cap = operation.settings.max_items
-    wanted = position.offset + count
-    asked = min(wanted, cap) if cap else wanted
-    page = await fetch(operation, values(query, Position(position.after), asked))
+    size = position.size or (min(count, cap) if cap else count)
+    page = await fetch(operation, values(query, Position(position.after), size))
+    start = Position(position.after, position.offset, size)
     following = Position(page.next) if page.next is not None else None
-    return page.entries[position.offset:], following, False
+    return Batch(page.entries[position.offset:], start, following)
 
 
 async def learn_visibility(source: Source, hits: list[Hit], query: Query, fetch: Fetch,
