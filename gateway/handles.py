@@ -60,6 +60,11 @@ class Stages:
         """`items`, with the upstream's `next` token."""
         return self._upstream.item_page(operation, values, self._ctx)
 
+    def shared_item_page(self, operation: Operation[K], values: K) -> Awaitable[Page[Any]]:
+        """`item_page` for an answer every caller shares (records that do not depend on who
+        asks): sent without the caller's identity, so it cannot depend on it."""
+        return self._upstream.item_page(operation, values, self._ctx, shared=True)
+
     def keep(self, hits: list[Hit]) -> list[Hit]:
         """The hits the caller may see (policy, post), as they are read."""
         self.filtered = True

@@ -92,6 +92,7 @@ class Operation(Generic[K]):
     # How the upstream pages: from {offset}, or {after} its last answer's `next` token;
     # None: it answers from the top every time, and the gateway slices.
     pages_by: Literal["offset", "after"] | None
+    placeholders: frozenset[str]  # those the operation names
     # The path, query and body templates, compiled once (see `_compile_value`).
     fill_path: Fill = field(repr=False)
     fill_query: dict[str, Fill] = field(repr=False)
@@ -123,7 +124,7 @@ def compile_operation(settings: UpstreamOperation, where: str, upstreams: set[st
                                   f"operation fills {filled}")
     mapping = compile_mapping(settings.mapping, f"{where}.mapping")
     return Operation(
-        settings, mapping, kind, _pages_by(used, mapping, kind, where),
+        settings, mapping, kind, _pages_by(used, mapping, kind, where), frozenset(used),
         fill_path=_compile_text(settings.path, _path_segment),
         fill_query={name: _compile_value(template) for name, template in settings.query.items()},
         fill_body=_compile_value(settings.body) if settings.body is not None else None,

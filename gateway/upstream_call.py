@@ -85,11 +85,13 @@ class UpstreamCalls:
         maps each item itself)."""
         return (await self.item_page(operation, values, ctx)).entries
 
-    async def item_page(self, operation: Operation[K], values: K,
-                        ctx: RequestContext) -> Page[Any]:
-        """`items`, with the upstream's `next` token."""
+    async def item_page(self, operation: Operation[K], values: K, ctx: RequestContext, *,
+                        shared: bool = False) -> Page[Any]:
+        """`items`, with the upstream's `next` token. A `shared` read's answer serves every
+        caller alike: it is sent without the caller's identity."""
         call = self._call(operation, values)
-        document = await call_upstream_json(call, ctx, self._identity(ctx), self.urls)
+        identity = [] if shared else self._identity(ctx)
+        document = await call_upstream_json(call, ctx, identity, self.urls)
         return _mapped(call, ctx, lambda: Page(call.mapping.items_of(document),
                                                call.mapping.next_token(document)))
 

@@ -80,6 +80,12 @@ class Stream(Strict):
     record: UpstreamOperation | None = Field(
         None, description="Reads one record by {id} (and {subject}); default: from the list.")
     page_size: Annotated[int, Field(ge=1, le=1000)] = 100
+    records_scope: Literal["auto", "stream", "subject"] = Field(
+        "auto", description="Whose records `records` reads. `stream`: the same records for "
+        "every caller, read once (without the caller's identity headers) and kept once, for "
+        "all. `subject`: each token subject's own, read and kept per subject. `auto`: "
+        "`subject` when the records or record operation names {subject}, else `stream`; set "
+        "`subject` for an upstream that answers by the identity headers it is sent.")
     max_records: Annotated[int, Field(ge=1, le=100_000)] = Field(
         10_000, description="The most records read per stream and subject; past it searches "
         "say their recall is a candidate window.")

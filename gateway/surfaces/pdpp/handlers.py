@@ -339,8 +339,11 @@ class PdppService:
         return document
 
     async def _entry(self, stream: CompiledStream, call: Call) -> Entry:
-        """The stream's records for the caller's subject, read through this request's stages
-        when the store has none fresh enough."""
+        """The stream's records (the caller's subject's, when they are per subject), read
+        through this request's stages when the store has none fresh enough."""
+        if not stream.per_subject:
+            return await self.store.entry(
+                stream, "", lambda: read_all(stream, "", call.stages.shared_item_page))
         subject = _subject(call)
         return await self.store.entry(
             stream, subject, lambda: read_all(stream, subject, call.stages.item_page))

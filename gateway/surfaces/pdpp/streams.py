@@ -111,6 +111,15 @@ class CompiledStream:
         return self.settings.connector_id
 
     @property
+    def per_subject(self) -> bool:
+        """Whether each token subject has records of its own (`records_scope`)."""
+        scope = self.settings.records_scope
+        if scope != "auto":
+            return scope == "subject"
+        return any(op is not None and "subject" in op.placeholders
+                   for op in (self.list_op, self.record_op))
+
+    @property
     def required(self) -> frozenset[str]:
         return frozenset(n for n, spec in self.settings.fields.items() if spec.required)
 

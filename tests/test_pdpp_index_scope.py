@@ -1,0 +1,73 @@
+"""Whose records PDPP reads and keeps: one copy per stream when its records do not depend on
+the caller, one per subject only when they do (`records_scope`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from inprocess import memory_gateway
+from pdpp_config import config as pdpp_gateway_config
+from pdpp_config import demo_pdpp, key
+from test_upstream_tokens import RECORDS, KeysetApi
+
+from gateway.upstream.memory import Reply, UpstreamRequest
+
+KEYS = {"owner-a-key-0001": "subject-a", "owner-b-key-0001": "subject-b",
+        "owner-c-key-0001": "subject-c"}
+
+
+def scoped_config(path: str, scope: str | None = None) -> dict[str, Any]:
+    pdpp = demo_pdpp()
+    messages = pdpp["streams"]["messages"]
+    messages.pop("record", None)
+    messages["records"] = {"upstream": "legacy", "path": path,
+                           "query": {"limit": "{limit}", "after": "{after}"},
+                           "mapping": {"items": "data", "id": "id", "next": "paging.next"}}
+    messages["page_size"] = 100
+    messages["fields"] = {"id": {"path": "id"}, "subject": {"path": "title"},
+                          "body": {"path": "text"},
+                          "sent_at": {"path": "updated_at", "format": "date-time"}}
+    if scope is not None:
+        messages["records_scope"] = scope
+    pdpp["streams"] = {"messages": messages}
+    config = pdpp_gateway_config("http://legacy.invalid", pdpp, legacy="http://legacy.invalid")
+    config["auth"]["api_keys"]["keys"] = [key(secret, subject, "owner")
+                                          for secret, subject in KEYS.items()]
+    return config
+
+
+async def read_as_everyone(config: dict[str, Any], tmp_path: Path, api: KeysetApi) -> set[str]:
+    """Every key reads the stream; the subjects the upstream was told of."""
+    told: set[str] = set()
+
+    def legacy(request: UpstreamRequest) -> Reply:
+        told.add(request.header("X-Aigw-Subject") or "")
+        return api(request)
+
+    async with memory_gateway(config, tmp_path, {"legacy": legacy}) as gateway:
+        for secret in KEYS:
+            response = await gateway.client.get("/v1/streams/messages/records?limit=5",
+                                                headers={"X-API-Key": secret})
+            assert response.status_code == 200, response.text
+            assert len(response.json()["data"]) == 5
+    return told
+
+
+async def test_a_stream_that_does_not_name_the_subject_is_read_once_for_everyone(
+        tmp_path: Path):
+    api = KeysetApi()
+    told = await read_as_everyone(scoped_config("/records"), tmp_path, api)
+    assert len(api.calls) == len(RECORDS) // 100 + 1  # one read of the stream, for all three
+    assert told == {""}  # read as the gateway: no caller's identity could shape it
+
+
+@pytest.mark.parametrize("path,scope", [("/users/{subject}/records", None),
+                                        ("/records", "subject")])
+async def test_a_stream_of_each_subjects_own_records_is_read_per_subject(
+        tmp_path: Path, path: str, scope: str | None):
+    api = KeysetApi()
+    told = await read_as_everyone(scoped_config(path, scope), tmp_path, api)
+    assert len(api.calls) == 3 * (len(RECORDS) // 100 + 1)
+    assert told == set(KEYS.values())
