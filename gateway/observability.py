@@ -93,6 +93,12 @@ SCHEMA_VIOLATIONS = Counter(
     "by surface, collection, field and action (field_omitted, record_skipped).",
     ["surface", "collection", "field", "action"],
 )
+INDEX_REFRESHES = Counter(
+    "aigw_index_refreshes_total",
+    "Refreshes of the records and indexes the gateway keeps of an upstream (PDPP streams), by "
+    "surface, collection and outcome (ok, failed: the last good copy keeps serving, stale).",
+    ["surface", "collection", "outcome"],
+)
 IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.",
                   multiprocess_mode="livesum")
 MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ  # workers of `aigw run --workers`

@@ -3,6 +3,7 @@ the caller, one per subject only when they do (`records_scope`)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +72,44 @@ async def test_a_stream_of_each_subjects_own_records_is_read_per_subject(
     told = await read_as_everyone(scoped_config(path, scope), tmp_path, api)
     assert len(api.calls) == 3 * (len(RECORDS) // 100 + 1)
     assert told == set(KEYS.values())
+
+
+async def test_an_old_copy_keeps_serving_while_it_refreshes_and_when_a_refresh_fails(
+        tmp_path: Path):
+    from prometheus_client import REGISTRY
+
+    api = KeysetApi()
+    failing = {"now": False}
+
+    def legacy(request: UpstreamRequest) -> Reply:
+        if failing["now"]:
+            return Reply.json({"error": "down"}, status=503)
+        return api(request)
+
+    def refreshes(outcome: str) -> float:
+        return REGISTRY.get_sample_value("aigw_index_refreshes_total", {
+            "surface": "pdpp", "collection": "messages", "outcome": outcome}) or 0.0
+
+    config = scoped_config("/records")
+    config["pdpp"]["refresh_seconds"] = 1
+    secret = next(iter(KEYS))
+    before = refreshes("ok"), refreshes("failed")
+    async with memory_gateway(config, tmp_path, {"legacy": legacy}) as gateway:
+        async def read() -> int:
+            response = await gateway.client.get("/v1/streams/messages/records?limit=5",
+                                                headers={"X-API-Key": secret})
+            assert response.status_code == 200, response.text
+            return len(response.json()["data"])
+
+        assert await read() == 5
+        first = len(api.calls)
+        await asyncio.sleep(1.1)
+        assert await read() == 5  # the old copy, at once; a refresh starts behind it
+        await asyncio.sleep(0.2)
+        assert len(api.calls) == 2 * first and refreshes("ok") == before[0] + 1
+        failing["now"] = True
+        await asyncio.sleep(1.1)
+        assert await read() == 5
+        await asyncio.sleep(0.2)
+        assert refreshes("failed") == before[1] + 1
+        assert await read() == 5  # still the last good copy

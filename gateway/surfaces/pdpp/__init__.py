@@ -5,6 +5,7 @@ policy's decisions on each stream and field (policy_rules.py), search."""
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import TYPE_CHECKING, Any
 
 from gateway.capability import Capability
@@ -88,10 +89,17 @@ class PdppPlugin(Surface):
         if pdpp is None:
             return None
         from gateway.surfaces.pdpp.handlers import PdppService
+        from gateway.surfaces.pdpp.store import Store
         from gateway.surfaces.pdpp.streams import compile_streams
 
         streams = compile_streams(pdpp, set(context.settings.upstreams))
-        service = PdppService(pdpp, streams, cursor_key(pdpp))
+        # The records kept of the upstream outlive a reload that changes neither the streams
+        # nor where they are read from (a reload is no reason to read every stream again).
+        upstreams = {name: str(u.url) for name, u in context.settings.upstreams.items()}
+        store_key = ("pdpp-store", pdpp.model_dump_json(exclude={"cursor_secret"}),
+                     json.dumps(upstreams, sort_keys=True))
+        store = context.shared.acquire(store_key, lambda: Store(pdpp.refresh_seconds))
+        service = PdppService(pdpp, streams, cursor_key(pdpp), store)
         return Mount(self.name, service.routes(), render_error=service.render_error,
                      prefixes=(f"{pdpp.base_path}/v1/streams", f"{pdpp.base_path}/v1/search"))
 

@@ -127,11 +127,12 @@ class StreamList:
 class PdppService:
     """One config generation's PDPP resource server."""
 
-    def __init__(self, pdpp: Pdpp, streams: dict[str, CompiledStream], secret: bytes) -> None:
+    def __init__(self, pdpp: Pdpp, streams: dict[str, CompiledStream], secret: bytes,
+                 store: Store) -> None:
         self.pdpp = pdpp
         self.streams = streams
         self.cursors = CursorSigner(secret, pdpp.cursor_ttl)
-        self.store = Store(pdpp.refresh_seconds)
+        self.store = store
 
     def routes(self) -> list[SurfaceRoute]:
         base = self.pdpp.base_path

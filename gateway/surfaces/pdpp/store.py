@@ -1,20 +1,29 @@
-"""Records read from the legacy API, kept per stream and subject for `refresh_seconds`,
-with the search indexes built from them (one per field, built when first needed)."""
+"""Records read from the legacy API, kept per stream (and subject, for streams of each
+subject's own records) for `refresh_seconds`, with the search indexes built from them (one per
+field, built when first needed).
+
+A copy older than `refresh_seconds` keeps serving while one refresh reads the upstream again
+in the background; a refresh that fails keeps the last good copy, marked stale (a log line,
+`aigw_index_refreshes_total{outcome="failed"}`). Only a first read makes a request wait.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from gateway.observability import INDEX_REFRESHES
 from gateway.surfaces.pdpp.index import FieldIndex
 from gateway.surfaces.pdpp.records import sort_records
 from gateway.surfaces.pdpp.streams import CompiledStream, Record, Snapshot
 
 Loader = Callable[[], Awaitable[tuple[list[Record], bool]]]
 MAX_ENTRIES = 512
+log = logging.getLogger("aigw.pdpp")
 MAX_SUBSET_INDEXES = 4  # per entry: indexes over the records some narrower grant may see
 
 
@@ -22,6 +31,7 @@ class Entry:
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.taken = time.monotonic()
+        self.stale = False  # the last refresh failed: this is the last good copy
         self.by_key = {record.key: record for record in snapshot.records}
         self._indexes: dict[str, FieldIndex] = {}
         self._subsets: OrderedDict[tuple[str, tuple[int, ...]], FieldIndex] = OrderedDict()
@@ -59,21 +69,56 @@ class Store:
         self.refresh_seconds = refresh_seconds
         self._entries: OrderedDict[tuple[str, str], Entry] = OrderedDict()
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._refreshing: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     async def entry(self, stream: CompiledStream, subject: str, load: Loader) -> Entry:
-        """The current records of a stream for a subject, read again once too old."""
+        """The records of a stream for a subject ("" for a stream of everyone's): a copy
+        older than `refresh_seconds` is returned while a refresh runs in the background."""
         key = (stream.name, subject)
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            found = self._entries.get(key)
-            if found is not None and time.monotonic() - found.taken < self.refresh_seconds:
-                self._entries.move_to_end(key)
-                return found
-            records, truncated = await load()
-            now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            found = Entry(Snapshot(records, now, truncated))
-            self._entries[key] = found
-            while len(self._entries) > MAX_ENTRIES:
-                old, _ = self._entries.popitem(last=False)
-                self._locks.pop(old, None)
-            return found
+        found = self._entries.get(key)
+        if found is None:
+            async with self._locks.setdefault(key, asyncio.Lock()):
+                found = self._entries.get(key)
+                if found is None:
+                    found = self._keep(key, await _read(load))
+        self._entries.move_to_end(key)
+        if time.monotonic() - found.taken >= self.refresh_seconds \
+                and key not in self._refreshing:
+            task = asyncio.create_task(self._refresh(key, found, load))
+            self._refreshing[key] = task
+            task.add_done_callback(lambda _: self._refreshing.pop(key, None))
+        return found
+
+    async def _refresh(self, key: tuple[str, str], old: Entry, load: Loader) -> None:
+        try:
+            fresh = await _read(load)
+        except Exception as exc:  # any failure: the last good copy keeps serving
+            old.stale = True
+            old.taken = time.monotonic()  # try again after refresh_seconds, not at once
+            INDEX_REFRESHES.labels("pdpp", key[0], "failed").inc()
+            log.warning("stream refresh failed; serving the last good copy", extra={
+                "fields": {"stream": key[0], "error": type(exc).__name__}})
+            return
+        INDEX_REFRESHES.labels("pdpp", key[0], "ok").inc()
+        if self._entries.get(key) is old:
+            self._keep(key, fresh)
+
+    def _keep(self, key: tuple[str, str], entry: Entry) -> Entry:
+        self._entries[key] = entry
+        while len(self._entries) > MAX_ENTRIES:
+            dropped, _ = self._entries.popitem(last=False)
+            self._locks.pop(dropped, None)
+        return entry
+
+    async def aclose(self) -> None:
+        """Stop the refreshes running (a reload or shutdown): the copies they would replace
+        go with this store."""
+        for task in list(self._refreshing.values()):
+            task.cancel()
+        await asyncio.gather(*self._refreshing.values(), return_exceptions=True)
+
+
+async def _read(load: Loader) -> Entry:
+    records, truncated = await load()
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Entry(Snapshot(records, now, truncated))
