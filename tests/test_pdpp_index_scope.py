@@ -113,3 +113,41 @@ async def test_an_old_copy_keeps_serving_while_it_refreshes_and_when_a_refresh_f
         await asyncio.sleep(0.2)
         assert refreshes("failed") == before[1] + 1
         assert await read() == 5  # still the last good copy
+
+
+async def test_indexes_scores_and_listings_of_a_big_stream_never_run_on_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import threading
+
+    from gateway.surfaces.pdpp import index, store
+
+    many = [{"id": f"r{i:05d}", "title": f"Refund {i}", "text": f"Card payment {i}",
+             "updated_at": "2026-01-01T00:00:00Z"} for i in range(3_000)]
+    loop_thread = threading.current_thread()
+    on_loop: list[str] = []
+
+    def watched(name: str, work: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is loop_thread:
+                on_loop.append(name)
+            return work(*args, **kwargs)
+        return run
+
+    monkeypatch.setattr(index.FieldIndex, "lexical", watched("lexical", index.FieldIndex.lexical))
+    monkeypatch.setattr(index.FieldIndex, "semantic",
+                        watched("semantic", index.FieldIndex.semantic))
+    monkeypatch.setattr(store, "sort_records", watched("sort", store.sort_records))
+
+    def legacy(request: UpstreamRequest) -> Reply:
+        return Reply.json({"data": many, "paging": {"next": None}})
+
+    config = scoped_config("/records")
+    config["pdpp"]["streams"]["messages"]["max_records"] = 5_000
+    secret = next(iter(KEYS))
+    async with memory_gateway(config, tmp_path, {"legacy": legacy}) as gateway:
+        for path in ("/v1/streams/messages/records?limit=5", "/v1/search?q=refund",
+                     "/v1/search/semantic?q=refund"):
+            response = await gateway.client.get(path, headers={"X-API-Key": secret})
+            assert response.status_code == 200, (path, response.text)
+            assert response.json()["data"], path
+    assert on_loop == []

@@ -50,6 +50,7 @@ from gateway.surfaces.pdpp.streams import (
     read_one,
     search_upstream,
 )
+from gateway.surfaces.pdpp.threads import over_records
 
 Handler = Callable[["PdppService", "Call"], Awaitable[Response]]
 
@@ -211,9 +212,13 @@ class PdppService:
                    "f": _filters(params.filters), "g": grant_digest(call.principal)}
         position = self._position(params.get("cursor"), binding)
         entry = await self._entry(access.stream, call)
-        rows = [r for r in access.visible(entry.ordered(field, order))
-                if filters.matches(r, params.filters, access)]
-        rows = page_after(rows, position, field, order)
+
+        def listed() -> list[Record]:
+            rows = [r for r in access.visible(entry.ordered(field, order))
+                    if filters.matches(r, params.filters, access)]
+            return page_after(rows, position, field, order)
+
+        rows = await over_records(len(entry.snapshot.records), listed)
         shown, more = rows[:limit], len(rows) > limit
         cursor = self.cursors.issue_position(binding, position_of(shown[-1], field)) \
             if more else None

@@ -10,6 +10,7 @@ checked again by `Access.snippet`."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from gateway.surfaces.pdpp.index import lexical_snippet, semantic_snippet
 from gateway.surfaces.pdpp.projection import Access
 from gateway.surfaces.pdpp.store import Entry
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
+from gateway.surfaces.pdpp.threads import over_records
 
 EntryFor = Callable[[CompiledStream], Awaitable[Entry]]
 # An upstream search sent the matchable fields: the records it answered, and whether it
@@ -56,23 +58,41 @@ async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_f
             truncated |= full
             visible = _visible_of(records, access)
             scored = _upstream_scores([r.key for r in records], visible, fields, set(terms))
+            found += _lexical_found(scored, visible, access, terms, filters, snippets)
         else:
             entry = await entry_for(access.stream)
             truncated |= _truncated(entry, access)
-            visible = _visible(entry, access)
-            scored = _index_scores(entry, visible, fields, terms)
-        for position, per_field in scored:
-            record = visible[position]
-            if not matches(record, filters, access):
-                continue
-            matched = tuple(f for f in fields if per_field.get(f, 0) > 0)
-            if not matched:
-                continue
-            best = max(matched, key=lambda f: per_field[f])
-            text = lexical_snippet(record.data.get(best) or "", set(terms)) if snippets else None
-            snippet = access.snippet(record, best, text or "", "lexical")
-            found.append(Found(access, record, sum(per_field.values()), matched, snippet))
+            found += await over_records(len(entry.snapshot.records), functools.partial(
+                _lexical_in_index, entry, access, terms, filters, snippets))
     return Ranked(_rank(found), truncated)
+
+
+def _lexical_in_index(entry: Entry, access: Access, terms: list[str], filters: list[Filter],
+                      snippets: bool) -> list[Found]:
+    """A stream's matches from the gateway's own index (threads.py: building an index, and
+    scoring every record, take time that grows with the stream)."""
+    visible = _visible(entry, access)
+    scored = _index_scores(entry, visible, access.matchable("lexical"), terms)
+    return _lexical_found(scored, visible, access, terms, filters, snippets)
+
+
+def _lexical_found(scored: list[tuple[int, dict[str, float]]], visible: dict[int, Record],
+                   access: Access, terms: list[str], filters: list[Filter],
+                   snippets: bool) -> list[Found]:
+    fields = access.matchable("lexical")
+    found = []
+    for position, per_field in scored:
+        record = visible[position]
+        if not matches(record, filters, access):
+            continue
+        matched = tuple(f for f in fields if per_field.get(f, 0) > 0)
+        if not matched:
+            continue
+        best = max(matched, key=lambda f: per_field[f])
+        text = lexical_snippet(record.data.get(best) or "", set(terms)) if snippets else None
+        snippet = access.snippet(record, best, text or "", "lexical")
+        found.append(Found(access, record, sum(per_field.values()), matched, snippet))
+    return found
 
 
 async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_for: EntryFor,
@@ -86,19 +106,29 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
             continue
         entry = await entry_for(access.stream)
         truncated |= _truncated(entry, access)
-        # A cosine is one record's own: scoring every record gives each the same value.
-        similarities = {f: entry.index(f).semantic(query) for f in fields}
-        for position, record in _visible(entry, access).items():
-            if not matches(record, filters, access):
-                continue
-            best = max(fields, key=lambda f: similarities[f][position])
-            score = similarities[best][position]
-            if score < threshold:
-                continue
-            text = semantic_snippet(record.data.get(best) or "", query) if snippets else None
-            snippet = access.snippet(record, best, text or "", "semantic")
-            found.append(Found(access, record, score, (best,), snippet))
+        found += await over_records(len(entry.snapshot.records), functools.partial(
+            _semantic_in_index, entry, access, query, filters, threshold, snippets))
     return Ranked(_rank(found), truncated)
+
+
+def _semantic_in_index(entry: Entry, access: Access, query: list[float], filters: list[Filter],
+                       threshold: float, snippets: bool) -> list[Found]:
+    """A stream's records near the query (threads.py, as `_lexical_in_index`)."""
+    fields = access.matchable("semantic")
+    # A cosine is one record's own: scoring every record gives each the same value.
+    similarities = {f: entry.index(f).semantic(query) for f in fields}
+    found = []
+    for position, record in _visible(entry, access).items():
+        if not matches(record, filters, access):
+            continue
+        best = max(fields, key=lambda f: similarities[f][position])
+        score = similarities[best][position]
+        if score < threshold:
+            continue
+        text = semantic_snippet(record.data.get(best) or "", query) if snippets else None
+        snippet = access.snippet(record, best, text or "", "semantic")
+        found.append(Found(access, record, score, (best,), snippet))
+    return found
 
 
 def _visible(entry: Entry, access: Access) -> dict[int, Record]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -36,32 +37,37 @@ class Entry:
         self._indexes: dict[str, FieldIndex] = {}
         self._subsets: OrderedDict[tuple[str, tuple[int, ...]], FieldIndex] = OrderedDict()
         self._orders: dict[tuple[str | None, str], list[Record]] = {}
+        self._building = threading.Lock()  # indexes and orders are built in PDPP threads
 
     def ordered(self, field: str | None, order: str) -> list[Record]:
         """Every record in the list order (records.py), sorted once per field and direction:
         the records a caller may see keep their places in it, as a view orders as its record."""
         key = (field, order)
-        if key not in self._orders:
-            self._orders[key] = sort_records(self.snapshot.records, field, order)
-        return self._orders[key]
+        with self._building:
+            if key not in self._orders:
+                self._orders[key] = sort_records(self.snapshot.records, field, order)
+            return self._orders[key]
 
     def index(self, field: str, positions: tuple[int, ...] | None = None) -> FieldIndex:
         """The index of one field over every record, or over the records at `positions`
         (its scores then go by `positions`, in that order). Only fields a search may match
         are ever asked for."""
         records = self.snapshot.records
-        if positions is None or len(positions) == len(records):
+        whole = positions is None or len(positions) == len(records)
+        with self._building:
             if field not in self._indexes:
                 self._indexes[field] = FieldIndex([r.data.get(field) for r in records])
-            return self._indexes[field]
-        key = (field, positions)
-        found = self._subsets.get(key)
-        if found is None:
-            found = self._subsets[key] = self.index(field).subset(positions)
-            while len(self._subsets) > MAX_SUBSET_INDEXES:
-                self._subsets.popitem(last=False)
-        self._subsets.move_to_end(key)
-        return found
+            if whole:
+                return self._indexes[field]
+            assert positions is not None
+            key = (field, positions)
+            found = self._subsets.get(key)
+            if found is None:
+                found = self._subsets[key] = self._indexes[field].subset(positions)
+                while len(self._subsets) > MAX_SUBSET_INDEXES:
+                    self._subsets.popitem(last=False)
+            self._subsets.move_to_end(key)
+            return found
 
 
 class Store:
