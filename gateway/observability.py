@@ -95,7 +95,7 @@ SCHEMA_VIOLATIONS = Counter(
 )
 INDEX_REFRESHES = Counter(
     "aigw_index_refreshes_total",
-    "Refreshes of the records and indexes the gateway keeps of an upstream (PDPP streams), by "
+    "Background refreshes of the records and indexes the gateway keeps of an upstream, by "
     "surface, collection and outcome (ok, failed: the last good copy keeps serving, stale).",
     ["surface", "collection", "outcome"],
 )
