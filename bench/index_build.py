@@ -85,7 +85,7 @@ def main() -> None:
           f"each, made in {time.perf_counter() - start:.1f} s")
     with tempfile.TemporaryDirectory() as folder:
         index = SqliteIndex(Path(folder) / "bench.db", fields=FIELDS, max_bytes=1 << 40)
-        print(f"vector search: {index.vector_search}")
+        print(f"vector search: {index.vector_kind}")
         start = time.perf_counter()
         index.replace(records, truncated=False)
         built = time.perf_counter() - start

@@ -213,7 +213,7 @@ def test_vectors_nearest_first_by_best_field_among_only(tmp_path: Path) -> None:
         index.semantic([1.0, 0.0], ["body"], None, 10)
     with pytest.raises(ValueError, match="dimensions"):
         index.apply([record("w", vectors={"body": [1.0, 2.0]})], [])
-    assert index.vector_search in {"sqlite-vec", "numpy"}
+    assert index.vector_kind in {"sqlite-vec", "numpy"}
     index.close()
 
 
@@ -232,7 +232,7 @@ def test_sqlite_vec_and_numpy_rank_alike(tmp_path: Path, monkeypatch: pytest.Mon
     plain.close()
     monkeypatch.setattr(schema, "sqlite3", dbapi2)
     loaded = SqliteIndex(tmp_path / "v.db", fields=FIELDS, max_bytes=BIG)
-    assert loaded.vector_search == "sqlite-vec"
+    assert loaded.vector_kind == "sqlite-vec"
     by_vec = [loaded.semantic(query, ["body", "title"], scope, 7) for scope in (None, only)]
     loaded.close()
     for vec_hits, numpy_hits in zip(by_vec, by_numpy, strict=True):

@@ -23,7 +23,7 @@ import orjson
 
 from gateway.index.base import FieldScores, IndexedRecord, IndexState, IndexStats
 from gateway.index.sqlite import lexical, schema, vectors, writes
-from gateway.index.sqlite.vectors import VectorSearch
+from gateway.index.sqlite.vectors import VectorKind
 
 
 class SqliteIndex:
@@ -40,7 +40,9 @@ class SqliteIndex:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
-        self.vector_search: VectorSearch = "numpy"  # set by the first connection
+        # for the index's metadata: vectors scored by "sqlite-vec" (this sqlite3 loads it) or
+        # "numpy" (it cannot), as PostgresIndex.vector_kind says "pgvector" or "exact"
+        self.vector_kind: VectorKind = "numpy"
         schema.ensure(self._connection(), self.fields)
 
     def _connection(self) -> sqlite3.Connection:
@@ -52,7 +54,7 @@ class SqliteIndex:
                 raise RuntimeError(f"index {self.path} is closed")
             conn = schema.connect(self.path, len(self.fields))
             self._connections.append(conn)
-            self.vector_search = "sqlite-vec" if vectors.load_sqlite_vec(conn) else "numpy"
+            self.vector_kind = "sqlite-vec" if vectors.load_sqlite_vec(conn) else "numpy"
         self._local.conn = conn
         return conn
 
@@ -161,7 +163,7 @@ class SqliteIndex:
                                      f"dimensions, not {len(query)}")
             if lexical.fill_only(conn, only) == 0:
                 return []
-            return vectors.search(conn, self.vector_search, query, asked, only is not None,
+            return vectors.search(conn, self.vector_kind, query, asked, only is not None,
                                   limit)
 
     def stats(self) -> IndexStats:

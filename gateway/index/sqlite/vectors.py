@@ -17,7 +17,7 @@ import orjson
 
 from gateway.index.base import FieldScores
 
-VectorSearch = Literal["sqlite-vec", "numpy"]
+VectorKind = Literal["sqlite-vec", "numpy"]
 
 
 def load_sqlite_vec(conn: sqlite3.Connection) -> bool:
@@ -47,7 +47,7 @@ def unit(vector: Sequence[float]) -> np.ndarray | None:
     return (query / norm).astype("<f4")
 
 
-def search(conn: sqlite3.Connection, engine: VectorSearch, query: np.ndarray,
+def search(conn: sqlite3.Connection, engine: VectorKind, query: np.ndarray,
            fields: Sequence[str], restricted: bool, limit: int) -> list[FieldScores]:
     """The `limit` records whose best field is nearest `query`, among `temp.only_ids` when
     `restricted`, with each of their fields' cosine similarity."""
