@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from typing import Any
 
 import jsonschema
@@ -34,6 +35,10 @@ def key(secret: str, subject: str, kind: str, grant: dict | None = None) -> dict
 
 
 def config(backend: str, pdpp: dict | None = None, **upstreams: str) -> dict[str, Any]:
+    """A gateway with the PDPP section (the demo's by default) and its index in a folder of
+    its own: no test finds another's index on disk."""
+    pdpp = pdpp if pdpp is not None else demo_pdpp()
+    pdpp.setdefault("index", {"path": tempfile.mkdtemp(prefix="aigw-pdpp-index-")})
     keys = [
         key(OWNER_KEY, "u-001", "owner"),
         key(CLIENT_KEY, "u-001", "client",
@@ -44,7 +49,7 @@ def config(backend: str, pdpp: dict | None = None, **upstreams: str) -> dict[str
         "upstreams": {"helpcentre": {"url": backend},
                       **{name: {"url": url} for name, url in upstreams.items()}},
         "auth": {"resource": RESOURCE, "api_keys": {"header": "X-API-Key", "keys": keys}},
-        "pdpp": pdpp if pdpp is not None else demo_pdpp(),
+        "pdpp": pdpp,
     }
 
 

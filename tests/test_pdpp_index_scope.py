@@ -119,7 +119,8 @@ async def test_indexes_scores_and_listings_of_a_big_stream_never_run_on_the_loop
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     import threading
 
-    from gateway.surfaces.pdpp import index, store
+    from gateway.index.sqlite import SqliteIndex
+    from gateway.surfaces.pdpp import indexing, store
 
     many = [{"id": f"r{i:05d}", "title": f"Refund {i}", "text": f"Card payment {i}",
              "updated_at": "2026-01-01T00:00:00Z"} for i in range(3_000)]
@@ -133,9 +134,9 @@ async def test_indexes_scores_and_listings_of_a_big_stream_never_run_on_the_loop
             return work(*args, **kwargs)
         return run
 
-    monkeypatch.setattr(index.FieldIndex, "lexical", watched("lexical", index.FieldIndex.lexical))
-    monkeypatch.setattr(index.FieldIndex, "semantic",
-                        watched("semantic", index.FieldIndex.semantic))
+    for method in ("replace", "lexical", "semantic", "records"):
+        monkeypatch.setattr(SqliteIndex, method, watched(method, getattr(SqliteIndex, method)))
+    monkeypatch.setattr(store, "indexed", watched("indexed", indexing.indexed))
     monkeypatch.setattr(store, "sort_records", watched("sort", store.sort_records))
 
     def legacy(request: UpstreamRequest) -> Reply:
@@ -151,3 +152,26 @@ async def test_indexes_scores_and_listings_of_a_big_stream_never_run_on_the_loop
             assert response.status_code == 200, (path, response.text)
             assert response.json()["data"], path
     assert on_loop == []
+
+
+async def test_the_index_survives_a_restart_and_one_stream_has_one_index(tmp_path: Path):
+    config = scoped_config("/records")
+    folder = tmp_path / "index"
+    config["pdpp"]["index"] = {"path": str(folder)}
+    api = KeysetApi()
+    await read_as_everyone(config, tmp_path, api)  # three subjects, one stream
+    assert len(api.calls) == len(RECORDS) // 100 + 1
+    assert len(list(folder.glob("*.db"))) == 1
+    restarted = KeysetApi()
+    await read_as_everyone(config, tmp_path, restarted)  # a new gateway, the same folder
+    assert restarted.calls == []  # served from the index on disk
+
+
+async def test_per_subject_indexes_are_bounded_by_bytes_together(tmp_path: Path):
+    config = scoped_config("/users/{subject}/records")
+    folder = tmp_path / "index"
+    config["pdpp"]["index"] = {"path": str(folder), "subjects_max_bytes": 1 << 20}
+    api = KeysetApi()
+    await read_as_everyone(config, tmp_path, api)
+    kept = list(folder.glob("*.db"))
+    assert 1 <= len(kept) < len(KEYS)  # the least recently used were dropped, files and all

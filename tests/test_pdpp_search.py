@@ -236,11 +236,13 @@ def test_a_limit_that_is_not_ascii_digits_is_a_pdpp_400(get, path, schema, limit
     refused(get(path, params={"q": "card", "limit": limit}), param="limit")
 
 
-async def test_records_outside_the_grant_do_not_sway_the_ranking():
+async def test_records_outside_the_grant_do_not_sway_the_ranking(tmp_path):
     """BM25's term statistics come from the records scored: a grant's `resources` must be
     ranked as if the stream held only them, or the order would tell what the others say."""
+    from gateway.index.sqlite import SqliteIndex
     from gateway.surfaces.pdpp import search
     from gateway.surfaces.pdpp.config import Pdpp
+    from gateway.surfaces.pdpp.indexing import indexed
     from gateway.surfaces.pdpp.projection import Access
     from gateway.surfaces.pdpp.store import Entry
     from gateway.surfaces.pdpp.streams import Record, Snapshot, compile_streams
@@ -255,7 +257,9 @@ async def test_records_outside_the_grant_do_not_sway_the_ranking():
     hidden = [Record(f"h{i}", {"id": f"h{i}", "text": "card"}) for i in range(6)]
 
     async def scores(records: list[Record], access: Access) -> dict[str, float]:
-        entry = Entry(Snapshot(records, "2026-01-01T00:00:00Z", False))
+        index = SqliteIndex(tmp_path / f"{len(records)}.db", fields=["text"], max_bytes=1 << 24)
+        index.replace(indexed(stream, records), truncated=False)
+        entry = Entry(Snapshot(records, "2026-01-01T00:00:00Z", False), index, 0.0)
 
         async def entry_for(_: object) -> Entry:
             return entry

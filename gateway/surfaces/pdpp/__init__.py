@@ -95,10 +95,11 @@ class PdppPlugin(Surface):
         streams = compile_streams(pdpp, set(context.settings.upstreams))
         # The records kept of the upstream outlive a reload that changes neither the streams
         # nor where they are read from (a reload is no reason to read every stream again).
-        upstreams = {name: str(u.url) for name, u in context.settings.upstreams.items()}
-        store_key = ("pdpp-store", pdpp.model_dump_json(exclude={"cursor_secret"}),
-                     json.dumps(upstreams, sort_keys=True))
-        store = context.shared.acquire(store_key, lambda: Store(pdpp.refresh_seconds))
+        upstreams = json.dumps({name: str(u.url) for name, u in context.settings.upstreams.items()},
+                               sort_keys=True)
+        store_key = ("pdpp-store", pdpp.model_dump_json(exclude={"cursor_secret"}), upstreams)
+        store = context.shared.acquire(
+            store_key, lambda: Store(pdpp.refresh_seconds, pdpp.index, upstreams))
         service = PdppService(pdpp, streams, cursor_key(pdpp), store)
         return Mount(self.name, service.routes(), render_error=service.render_error,
                      prefixes=(f"{pdpp.base_path}/v1/streams", f"{pdpp.base_path}/v1/search"))

@@ -109,6 +109,32 @@ class SemanticSettings(Strict):
         0.05, description="Records less similar than this to the query are not hits.")
 
 
+class SearchIndexSettings(Strict):
+    """Where the gateway keeps its own index of a stream (for streams searched in the gateway,
+    not by an upstream search operation): one per stream, or per subject when the stream's
+    records are each subject's own (`records_scope`)."""
+
+    engine: Literal["sqlite", "postgres"] = Field(
+        "sqlite", description="`sqlite`: one file per index under `path`, shared by the "
+        "workers of one host and kept across restarts. `postgres`: tables in the database at "
+        "`dsn`, shared by every replica; one replica at a time refreshes (a lease).")
+    path: str = Field(".aigw/pdpp-index", description="The folder of the sqlite indexes "
+                      "(relative to the working directory).")
+    dsn: SecretStr | None = Field(None, description="postgresql:// URL of the shared index.")
+    max_bytes: Annotated[int, Field(ge=1 << 20)] = Field(
+        512 << 20, description="Largest index of one stream (or one subject's records); "
+        "records past it are left out and the stream's records say `truncated`.")
+    subjects_max_bytes: Annotated[int, Field(ge=1 << 20)] = Field(
+        2 << 30, description="All per-subject indexes together; past it the least recently "
+        "used are dropped (and read again when asked for).")
+
+    @model_validator(mode="after")
+    def _dsn_for_postgres(self) -> SearchIndexSettings:
+        if self.engine == "postgres" and self.dsn is None:
+            raise ValueError("engine postgres needs a dsn")
+        return self
+
+
 class Pdpp(Strict):
     enabled: bool = True
     base_path: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9._~-]+)*$")] = Field(
@@ -120,6 +146,7 @@ class Pdpp(Strict):
         None, description="HMAC key of cursors; set it when replicas share traffic (without "
         "it the key is derived from this section, and `aigw validate` warns).")
     cursor_ttl: Annotated[int, Field(ge=60, le=86400)] = 3600
+    index: SearchIndexSettings = SearchIndexSettings()
     refresh_seconds: Annotated[float, Field(ge=1, le=86400)] = Field(
         60, description="How long the records read from the upstream (and the search indexes "
         "built from them) are served before they are read again.")

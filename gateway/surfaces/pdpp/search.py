@@ -115,14 +115,18 @@ def _semantic_in_index(entry: Entry, access: Access, query: list[float], filters
                        threshold: float, snippets: bool) -> list[Found]:
     """A stream's records near the query (threads.py, as `_lexical_in_index`)."""
     fields = access.matchable("semantic")
-    # A cosine is one record's own: scoring every record gives each the same value.
-    similarities = {f: entry.index(f).semantic(query) for f in fields}
+    visible = _visible(entry, access)
+    only = None if access.whole else [entry.snapshot.records[i].key for i in visible]
     found = []
-    for position, record in _visible(entry, access).items():
+    for scored in entry.index.semantic(query, fields, only, len(visible)):
+        position = entry.positions.get(scored.key)
+        if position is None or position not in visible or not scored.scores:
+            continue
+        record = visible[position]
         if not matches(record, filters, access):
             continue
-        best = max(fields, key=lambda f: similarities[f][position])
-        score = similarities[best][position]
+        best = max(scored.scores, key=lambda f: scored.scores[f])
+        score = scored.scores[best]
         if score < threshold:
             continue
         text = semantic_snippet(record.data.get(best) or "", query) if snippets else None
@@ -151,13 +155,14 @@ def _truncated(entry: Entry, access: Access) -> bool:
 
 def _index_scores(entry: Entry, visible: dict[int, Record], fields: tuple[str, ...],
                   terms: list[str]) -> list[tuple[int, dict[str, float]]]:
-    """BM25 over the visible records only: its term statistics are taken from the corpus
-    scored, so records the caller may not see must not be in it (they would sway the order)."""
-    positions = tuple(visible)
-    per_field = {f: entry.index(f, positions).lexical(terms) for f in fields}
-    scored = sorted({i for scores in per_field.values() for i, score in enumerate(scores)
-                     if score > 0})
-    return [(positions[i], {f: per_field[f][i] for f in fields}) for i in scored]
+    """BM25 over the visible records only: the index takes its term statistics from the
+    records in `only`, so records the caller may not see never sway the order."""
+    only = None if len(visible) == len(entry.snapshot.records) \
+        else [entry.snapshot.records[i].key for i in visible]
+    found = entry.index.lexical(terms, fields, only, len(visible))
+    positions = [(entry.positions.get(scored.key), scored.scores) for scored in found]
+    return sorted(((position, scores) for position, scores in positions
+                   if position is not None and position in visible), key=lambda item: item[0])
 
 
 def _upstream_scores(keys: list[str], visible: dict[int, Record], fields: tuple[str, ...],

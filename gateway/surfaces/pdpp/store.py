@@ -1,43 +1,57 @@
-"""Records read from the legacy API, kept per stream (and subject, for streams of each
-subject's own records) for `refresh_seconds`, with the search indexes built from them (one per
-field, built when first needed).
+"""Records read from the legacy API and the gateway's own index of them (gateway.index), kept
+per stream (and per subject, for streams of each subject's own records).
 
-A copy older than `refresh_seconds` keeps serving while one refresh reads the upstream again
-in the background; a refresh that fails keeps the last good copy, marked stale (a log line,
-`aigw_index_refreshes_total{outcome="failed"}`). Only a first read makes a request wait.
+- A first read builds the index in a PDPP thread; a request waits only for that first read.
+  A gateway that restarts finds the index on disk (or in the shared database) and serves it
+  without reading the upstream.
+- A copy older than `refresh_seconds` keeps serving while one refresh reads the upstream again
+  in the background and applies what changed (by each record's version); a refresh that fails
+  keeps the last good copy, marked stale (a log line, `aigw_index_refreshes_total`).
+- With a shared engine, one replica at a time refreshes (its lease); the others read what it
+  wrote instead of the upstream.
+- Per-subject indexes are bounded together by bytes; the least recently used are dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import os
+import socket
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from gateway.index.base import SearchIndex
 from gateway.observability import INDEX_REFRESHES
-from gateway.surfaces.pdpp.index import FieldIndex
+from gateway.surfaces.pdpp.config import SearchIndexSettings
+from gateway.surfaces.pdpp.indexing import drop_index, indexed, open_index, version
 from gateway.surfaces.pdpp.records import sort_records
 from gateway.surfaces.pdpp.streams import CompiledStream, Record, Snapshot
+from gateway.surfaces.pdpp.threads import in_thread
 
 Loader = Callable[[], Awaitable[tuple[list[Record], bool]]]
+Key = tuple[str, str]  # (stream, subject or "")
 MAX_ENTRIES = 512
 log = logging.getLogger("aigw.pdpp")
-MAX_SUBSET_INDEXES = 4  # per entry: indexes over the records some narrower grant may see
 
 
 class Entry:
-    def __init__(self, snapshot: Snapshot) -> None:
+    """One copy of a stream's records (built in a PDPP thread) and the index of them."""
+
+    def __init__(self, snapshot: Snapshot, index: SearchIndex, taken: float) -> None:
         self.snapshot = snapshot
-        self.taken = time.monotonic()
+        self.index = index
+        self.taken = taken
         self.stale = False  # the last refresh failed: this is the last good copy
         self.by_key = {record.key: record for record in snapshot.records}
-        self._indexes: dict[str, FieldIndex] = {}
-        self._subsets: OrderedDict[tuple[str, tuple[int, ...]], FieldIndex] = OrderedDict()
+        self.positions = {record.key: i for i, record in enumerate(snapshot.records)}
+        self.bytes = index.stats().bytes
         self._orders: dict[tuple[str | None, str], list[Record]] = {}
-        self._building = threading.Lock()  # indexes and orders are built in PDPP threads
+        self._building = threading.Lock()
 
     def ordered(self, field: str | None, order: str) -> list[Record]:
         """Every record in the list order (records.py), sorted once per field and direction:
@@ -48,34 +62,17 @@ class Entry:
                 self._orders[key] = sort_records(self.snapshot.records, field, order)
             return self._orders[key]
 
-    def index(self, field: str, positions: tuple[int, ...] | None = None) -> FieldIndex:
-        """The index of one field over every record, or over the records at `positions`
-        (its scores then go by `positions`, in that order). Only fields a search may match
-        are ever asked for."""
-        records = self.snapshot.records
-        whole = positions is None or len(positions) == len(records)
-        with self._building:
-            if field not in self._indexes:
-                self._indexes[field] = FieldIndex([r.data.get(field) for r in records])
-            if whole:
-                return self._indexes[field]
-            assert positions is not None
-            key = (field, positions)
-            found = self._subsets.get(key)
-            if found is None:
-                found = self._subsets[key] = self._indexes[field].subset(positions)
-                while len(self._subsets) > MAX_SUBSET_INDEXES:
-                    self._subsets.popitem(last=False)
-            self._subsets.move_to_end(key)
-            return found
-
 
 class Store:
-    def __init__(self, refresh_seconds: float) -> None:
+    def __init__(self, refresh_seconds: float, settings: SearchIndexSettings,
+                 source: str = "") -> None:
         self.refresh_seconds = refresh_seconds
-        self._entries: OrderedDict[tuple[str, str], Entry] = OrderedDict()
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self._refreshing: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self.settings = settings
+        self.source = source  # where the streams are read from (the upstreams' URLs)
+        self._entries: OrderedDict[Key, Entry] = OrderedDict()
+        self._locks: dict[Key, asyncio.Lock] = {}
+        self._refreshing: dict[Key, asyncio.Task[None]] = {}
+        self._holder = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
 
     async def entry(self, stream: CompiledStream, subject: str, load: Loader) -> Entry:
         """The records of a stream for a subject ("" for a stream of everyone's): a copy
@@ -86,45 +83,113 @@ class Store:
             async with self._locks.setdefault(key, asyncio.Lock()):
                 found = self._entries.get(key)
                 if found is None:
-                    found = self._keep(key, await _read(load))
+                    found = await self._keep(key, await self._first(stream, subject, load))
         self._entries.move_to_end(key)
         if time.monotonic() - found.taken >= self.refresh_seconds \
                 and key not in self._refreshing:
-            task = asyncio.create_task(self._refresh(key, found, load))
+            task = asyncio.create_task(self._refresh(key, stream, found, load))
             self._refreshing[key] = task
             task.add_done_callback(lambda _: self._refreshing.pop(key, None))
         return found
 
-    async def _refresh(self, key: tuple[str, str], old: Entry, load: Loader) -> None:
+    async def _first(self, stream: CompiledStream, subject: str, load: Loader) -> Entry:
+        """The index as kept (after a restart, or another replica's), else a first read."""
+        index = await in_thread(lambda: open_index(self.settings, stream, subject, self.source))
+        kept = await in_thread(lambda: _from_index(index))
+        if kept is not None:
+            return kept
+        records, truncated = await load()
+        return await in_thread(lambda: self._built(stream, index, records, truncated))
+
+    def _built(self, stream: CompiledStream, index: SearchIndex, records: list[Record],
+               truncated: bool) -> Entry:
+        if self._may_write(index):
+            index.mark("building")
+            index.replace(indexed(stream, records), truncated=truncated)
+        return Entry(Snapshot(records, _now(), truncated), index, time.monotonic())
+
+    async def _refresh(self, key: Key, stream: CompiledStream, old: Entry, load: Loader) -> None:
         try:
-            fresh = await _read(load)
+            if not await in_thread(lambda: self._may_write(old.index)):
+                fresh = await in_thread(lambda: _from_index(old.index, follower=True))
+            else:
+                records, truncated = await load()
+                fresh = await in_thread(lambda: _applied(stream, old, records, truncated))
         except Exception as exc:  # any failure: the last good copy keeps serving
             old.stale = True
             old.taken = time.monotonic()  # try again after refresh_seconds, not at once
+            await in_thread(lambda: _mark_stale(old.index))
             INDEX_REFRESHES.labels("pdpp", key[0], "failed").inc()
             log.warning("stream refresh failed; serving the last good copy", extra={
                 "fields": {"stream": key[0], "error": type(exc).__name__}})
             return
         INDEX_REFRESHES.labels("pdpp", key[0], "ok").inc()
-        if self._entries.get(key) is old:
-            self._keep(key, fresh)
+        if fresh is not None and self._entries.get(key) is old:
+            await self._keep(key, fresh)
 
-    def _keep(self, key: tuple[str, str], entry: Entry) -> Entry:
+    def _may_write(self, index: SearchIndex) -> bool:
+        """Whether this gateway writes `index`: always for an embedded one; for a shared one,
+        while it holds the lease (one replica refreshes at a time)."""
+        try_lease = getattr(index, "try_lease", None)
+        return try_lease is None or bool(try_lease(self._holder, 2 * self.refresh_seconds))
+
+    async def _keep(self, key: Key, entry: Entry) -> Entry:
         self._entries[key] = entry
-        while len(self._entries) > MAX_ENTRIES:
-            dropped, _ = self._entries.popitem(last=False)
-            self._locks.pop(dropped, None)
+        dropped = []
+        while len(self._entries) > MAX_ENTRIES or (self._subject_bytes() > \
+                self.settings.subjects_max_bytes and self._subjects() > 1):
+            old_key = next(k for k in self._entries if k[1] or len(self._entries) > MAX_ENTRIES)
+            dropped.append(self._entries.pop(old_key))
+            self._locks.pop(old_key, None)
+        for old in dropped:
+            if old.index is not entry.index:
+                await in_thread(functools.partial(drop_index, self.settings, old.index))
         return entry
 
+    def _subject_bytes(self) -> int:
+        return sum(entry.bytes for (_, subject), entry in self._entries.items() if subject)
+
+    def _subjects(self) -> int:
+        return sum(1 for _, subject in self._entries if subject)
+
     async def aclose(self) -> None:
-        """Stop the refreshes running (a reload or shutdown): the copies they would replace
-        go with this store."""
+        """Stop the refreshes running and close the indexes (they stay on disk)."""
         for task in list(self._refreshing.values()):
             task.cancel()
         await asyncio.gather(*self._refreshing.values(), return_exceptions=True)
+        indexes = {id(entry.index): entry.index for entry in self._entries.values()}
+        for index in indexes.values():
+            await in_thread(index.close)
 
 
-async def _read(load: Loader) -> Entry:
-    records, truncated = await load()
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return Entry(Snapshot(records, now, truncated))
+def _from_index(index: SearchIndex, follower: bool = False) -> Entry | None:
+    """The records an index already holds, as a copy to serve; None when it holds none (it
+    was never built, or a build did not finish)."""
+    stats = index.stats()
+    if stats.built_at is None or (stats.state == "building" and not follower):
+        return None
+    records = [Record(key, data) for key, data in index.records()]
+    age = max(0.0, time.time() - datetime.fromisoformat(stats.built_at).timestamp())
+    snapshot = Snapshot(records, stats.built_at, stats.truncated)
+    return Entry(snapshot, index, time.monotonic() - age)
+
+
+def _applied(stream: CompiledStream, old: Entry, records: list[Record],
+             truncated: bool) -> Entry:
+    """`old`'s index brought up to `records`: what changed upserted, what vanished deleted."""
+    had = old.index.versions()
+    changed = [r for r in records if had.get(r.key) != version(r)]
+    gone = had.keys() - {r.key for r in records}
+    old.index.apply(indexed(stream, changed), gone)
+    return Entry(Snapshot(records, _now(), truncated), old.index, time.monotonic())
+
+
+def _mark_stale(index: SearchIndex) -> None:
+    try:
+        index.mark("stale")
+    except Exception:  # the index itself may be what failed
+        log.warning("could not mark the index stale", exc_info=False)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -20,3 +20,8 @@ async def over_records(records: int, work: Callable[[], T]) -> T:
     if records < ON_LOOP_MAX_RECORDS:
         return work()
     return await asyncio.get_running_loop().run_in_executor(_THREADS, work)
+
+
+async def in_thread(work: Callable[[], T]) -> T:
+    """`work()` in a PDPP thread, whatever its size (it may block: disk, an index server)."""
+    return await asyncio.get_running_loop().run_in_executor(_THREADS, work)

@@ -1,0 +1,87 @@
+"""The gateway's own index of a stream's records (gateway.index): where the index of one stream
+(or one subject's records of it) lives, and what each record puts in it: its data, a version
+(a digest of its data, to tell what a refresh changes), the text of each searchable field and
+a vector of each field searched by meaning.
+
+Everything here may block or take time that grows with the stream: callers run it in a PDPP
+thread (threads.py), never on the event loop."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+
+from gateway.demo.embedding import embed
+from gateway.index.base import IndexedRecord, SearchIndex
+from gateway.surfaces.pdpp.config import SearchIndexSettings
+from gateway.surfaces.pdpp.streams import CompiledStream, Record
+
+DIMENSIONS = 256  # of the semantic model PDPP serves (config: semantic.model)
+
+
+def searchable(stream: CompiledStream) -> tuple[str, ...]:
+    """The fields the index holds texts of: every field a search of either kind may match."""
+    return tuple(dict.fromkeys((*stream.lexical_fields, *stream.semantic_fields)))
+
+
+def open_index(settings: SearchIndexSettings, stream: CompiledStream, subject: str,
+               source: str) -> SearchIndex:
+    """The index of `stream` (of `subject`'s records of it, when not ""), read from `source`
+    (where the upstreams are), opened or made. Its name holds a digest of both and of the
+    stream's settings: a stream configured otherwise, or read from elsewhere, gets another
+    index, never one built for different fields or records."""
+    name = _name(stream, subject, source)
+    if settings.engine == "postgres":
+        from gateway.index.postgres import PostgresIndex
+
+        assert settings.dsn is not None
+        return PostgresIndex.connect(
+            settings.dsn.get_secret_value(), name, texts=searchable(stream),
+            vectors=stream.semantic_fields, dimensions=DIMENSIONS if stream.semantic_fields
+            else None, text_config="simple", max_bytes=settings.max_bytes)
+    from gateway.index.sqlite import SqliteIndex
+
+    folder = Path(settings.path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return SqliteIndex(folder / f"{name}.db", fields=searchable(stream),
+                       max_bytes=settings.max_bytes)
+
+
+def drop_index(settings: SearchIndexSettings, index: SearchIndex) -> None:
+    """Close `index` and remove what it holds (an evicted per-subject index)."""
+    path = getattr(index, "path", None)
+    drop = getattr(index, "drop", None)
+    if drop is not None:
+        drop()
+    index.close()
+    if isinstance(path, Path):
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def indexed(stream: CompiledStream, records: Sequence[Record]) -> list[IndexedRecord]:
+    """Each record as the index holds it."""
+    texts = searchable(stream)
+    return [IndexedRecord(
+        key=record.key, version=version(record), data=dict(record.data),
+        texts={f: value for f in texts if isinstance(value := record.data.get(f), str)},
+        vectors={f: embed(value) for f in stream.semantic_fields
+                 if isinstance(value := record.data.get(f), str) and value.strip()},
+    ) for record in records]
+
+
+def version(record: Record) -> str:
+    return hashlib.sha256(orjson.dumps(dict(record.data), option=orjson.OPT_SORT_KEYS,
+                                       default=str)).hexdigest()[:32]
+
+
+def _name(stream: CompiledStream, subject: str, source: str) -> str:
+    digest = hashlib.sha256((stream.settings.model_dump_json() + source).encode()).hexdigest()
+    digest = digest[:12]
+    name = f"{stream.name}-{digest}"
+    if subject:
+        name += "-" + hashlib.sha256(subject.encode()).hexdigest()[:16]
+    return name
