@@ -77,6 +77,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     upstreams = ", ".join(loaded.settings.upstreams)
     print(f"{args.config}: valid (upstreams: {upstreams}; policy files: {len(loaded.policies)}; "
           f"warnings: {len(loaded.warnings)})")
+    for where, note in registry.config_notes(loaded.settings):
+        print(f"  note: {where}: {note}")
     return 0
 
 

@@ -83,6 +83,11 @@ def _shared_resource_names(settings: Settings) -> list[Problem]:
     return problems
 
 
+def config_notes(settings: Settings) -> list[Problem]:
+    """Every surface's explanations of the choices the config makes (`Surface.notes`)."""
+    return [note for surface in surfaces() for note in surface.notes(settings)]
+
+
 def config_warnings(settings: Settings) -> list[Problem]:
     found = capabilities(settings)
     return [warning for surface in surfaces() for warning in surface.warnings(settings, found)]

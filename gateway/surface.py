@@ -162,6 +162,11 @@ class Surface:
         """Load-time checks of the config beyond its schema."""
         return []
 
+    def notes(self, settings: Settings) -> list[Problem]:
+        """What `aigw validate` explains of a choice the config makes (not a problem): each
+        as (config path, what it means)."""
+        return []
+
     def warnings(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
         """What in a valid config works against the specs (e.g. an endpoint no rate limit
         counts); `aigw validate --strict` refuses such a config."""

@@ -4,6 +4,7 @@ the caller, one per subject only when they do (`records_scope`)."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +176,39 @@ async def test_per_subject_indexes_are_bounded_by_bytes_together(tmp_path: Path)
     await read_as_everyone(config, tmp_path, api)
     kept = list(folder.glob("*.db"))
     assert 1 <= len(kept) < len(KEYS)  # the least recently used were dropped, files and all
+
+
+async def test_two_gateways_share_one_postgres_index_and_one_of_them_refreshes(tmp_path: Path):
+    psycopg = pytest.importorskip("psycopg")
+    conninfo = "host=127.0.0.1 port=5432 user=postgres dbname=test"
+    try:
+        psycopg.connect(conninfo, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432: {exc}")
+    config = scoped_config("/records")
+    origin = f"http://legacy-{os.urandom(4).hex()}.invalid"  # an index of this test's own
+    config["upstreams"]["legacy"]["url"] = origin
+    config["pdpp"]["index"] = {"engine": "postgres", "dsn": "postgresql://postgres@127.0.0.1/test"}
+    config["pdpp"]["refresh_seconds"] = 1
+    first, second = KeysetApi(), KeysetApi()
+    secret = next(iter(KEYS))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    try:
+        async with memory_gateway(config, tmp_path / "a", {origin: first}) as a, \
+                memory_gateway(config, tmp_path / "b", {origin: second}) as b:
+            for _ in range(3):
+                for gateway in (a, b):
+                    response = await gateway.client.get("/v1/streams/messages/records?limit=5",
+                                                        headers={"X-API-Key": secret})
+                    assert response.status_code == 200, response.text
+                    assert len(response.json()["data"]) == 5
+                await asyncio.sleep(1.1)  # past refresh_seconds: each tries to refresh
+        assert len(first.calls) >= 2 * (len(RECORDS) // 100 + 1)  # read, then refreshed
+        assert second.calls == []  # the other replica read only what the first wrote
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            schemas = [row[0] for row in conn.execute(
+                "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'aigw_ix_messages%'")]
+            for schema in schemas:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

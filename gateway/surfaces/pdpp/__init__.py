@@ -54,6 +54,28 @@ class PdppPlugin(Surface):
             return [(exc.path, str(exc).removeprefix(f"{exc.path}: "))]
         return []
 
+    def notes(self, settings: Settings) -> list[Problem]:
+        """Where each stream is searched: by its upstream, or in the gateway's own index (which
+        engine, and whether one index serves every caller or each subject has one)."""
+        pdpp = self._enabled(settings)
+        if pdpp is None:
+            return []
+        from gateway.surfaces.pdpp.streams import compile_streams
+
+        index = pdpp.index
+        engine = f"sqlite files under {index.path}" if index.engine == "sqlite" \
+            else "the shared PostgreSQL database (one replica refreshes at a time)"
+        found = []
+        for name, stream in compile_streams(pdpp, set(settings.upstreams)).items():
+            searched = "lexical search by the upstream (no index of its own); " \
+                if stream.lexical_op is not None else ""
+            scope = "one per token subject (its records name {subject} or records_scope " \
+                "says so)" if stream.per_subject else "one for every caller (read without " \
+                "the caller's identity)"
+            found.append((f"pdpp.streams.{name}", f"{searched}records kept and indexed in "
+                          f"{engine}, {scope}, within {index.max_bytes} bytes"))
+        return found
+
     def warnings(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
         pdpp = self._enabled(settings)
         if pdpp is None:
