@@ -38,6 +38,7 @@ from gateway.embeddings.running import (
     embed_off_loop,
 )
 from gateway.embeddings.wordllama import CHARS_PER_GROUP
+from gateway.surfaces.aidre.config import EmbeddingSpace
 
 SETTINGS: TypeAdapter[Any] = TypeAdapter(EmbedderSettings)
 KEY = "test-embeddings-key-5b0c2f9a"
@@ -323,3 +324,41 @@ def test_the_provider_chooses_the_settings_model():
 def test_a_bad_embedder_config_is_refused(values: dict[str, Any], message: str):
     with pytest.raises(ValidationError, match=message):
         settings(**values)
+
+
+def test_a_space_with_an_embedder_advertises_what_the_embedder_gives():
+    space = EmbeddingSpace.model_validate({
+        "id": "small", "embedder": {"provider": "wordllama", "dimensions": 128},
+        "revision": "2"})
+    assert space.advertised() == {
+        "id": "small", "dimensions": 128, "distance": "cosine", "normalized": True,
+        "provider": "wordllama", "model": "wordllama-l2_supercat", "revision": "2"}
+    served = EmbeddingSpace.model_validate({
+        "id": "served", "provider": "BAAI", "embedder": {
+            "provider": "openai-compatible", "base_url": "http://127.0.0.1:8000",
+            "model": "bge-small-en-v1.5", "dimensions": 384, "api_key": KEY}})
+    assert served.advertised() == {
+        "id": "served", "dimensions": 384, "distance": "cosine", "normalized": True,
+        "provider": "BAAI", "model": "bge-small-en-v1.5"}
+    assert KEY not in str(served.advertised())
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"dimensions": 512}, "dimensions 512 is not the embedder's \\(256\\)"),
+    ({"distance": "dot"}, "distance 'dot' is not the embedder's"),
+    ({"model": "other"}, "model 'other' is not the embedder's"),
+])
+def test_a_space_cannot_say_otherwise_than_its_embedder(values: dict[str, Any], message: str):
+    with pytest.raises(ValidationError, match=message):
+        EmbeddingSpace.model_validate({"id": "s", "embedder": {"provider": "wordllama"},
+                                       **values})
+    same = EmbeddingSpace.model_validate({"id": "s", "embedder": {"provider": "wordllama"},
+                                          "dimensions": 256, "distance": "cosine"})
+    assert same.dimensions == 256
+
+
+def test_a_space_without_an_embedder_says_its_dimensions_and_distance():
+    with pytest.raises(ValidationError, match="dimensions"):
+        EmbeddingSpace.model_validate({"id": "s", "distance": "cosine"})
+    space = EmbeddingSpace.model_validate({"id": "s", "dimensions": 3, "distance": "dot"})
+    assert space.advertised() == {"id": "s", "dimensions": 3, "distance": "dot"}
