@@ -12,14 +12,14 @@ from types import SimpleNamespace
 import httpx
 import pytest
 import yaml
-from aidre_config import SPACE, aidre_gateway_config, collection
+from aidre_config import ADVERTISED_SPACE, SPACE, aidre_gateway_config, collection
+from demo_vectors import embed
 from inprocess import InProcessGateway
 from processes import ROOT, Gateway
 from test_aidre import assert_error, search
 
 from gateway import registry
 from gateway.demo.data import generate
-from gateway.demo.embedding import embed
 from gateway.model import Hit, Principal, Query, TokenKind
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.engine import PolicyEngine
@@ -237,4 +237,4 @@ def test_vector_search_says_when_the_upstream_cap_cuts_the_results(demo: Gateway
 def test_the_demo_embedding_space_carries_its_revision(demo: Gateway):
     document = httpx.get(demo.url + "/.well-known/ai-discovery").json()
     [space] = document["embedding_spaces"]
-    assert space == {**SPACE, "model": "feature-hashing-unigrams-bigrams", "revision": "1"}
+    assert space == {**ADVERTISED_SPACE, "revision": "1"}
