@@ -3,6 +3,7 @@ pagination past the upstream's page cap (§18) and embedding-space revisions (§
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import shutil
 from collections.abc import Iterator
@@ -32,8 +33,8 @@ ARTICLES_KEY = "articles-key"  # a caller with articles:read, the scope internal
 
 def demo_aidre_config(backend: str, workdir: Path) -> dict:
     """The demo's own `aidre` section and record rules over the demo backend, plus an
-    articles:read key."""
-    config = aidre_gateway_config(backend, workdir, aidre=DEMO["aidre"])
+    articles:read key. A copy: tests change it (add collections) for themselves alone."""
+    config = aidre_gateway_config(backend, workdir, aidre=copy.deepcopy(DEMO["aidre"]))
     shutil.copy(ROOT / "policies" / "records.yaml", workdir / "policies" / "records.yaml")
     config["auth"]["api_keys"]["keys"].append(
         {"sha256": hashlib.sha256(ARTICLES_KEY.encode()).hexdigest(), "subject": "agent",
