@@ -39,7 +39,8 @@ _json = st.recursive(
     max_leaves=20)
 _token = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-", max_size=20)
 _value = st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=80)
-_aidre_value = st.one_of(_json, st.sampled_from(["articles", "staff_notes", "demo-hash-256", ""]),
+_aidre_value = st.one_of(_json, st.sampled_from(["articles", "staff_notes",
+                                                 "wordllama-l2_supercat-256", ""]),
                          st.lists(st.floats(-1, 1), min_size=255, max_size=257))
 _aidre_body = st.fixed_dictionaries({}, optional={
     key: _aidre_value for key in ("query", "query_vector", "embedding_space", "collection",

@@ -183,8 +183,8 @@ def discover(setup: Setup, port: int) -> None:
     for route in ROUTES:
         if route.body == "VECTOR":
             route = Route(route.name, route.method, route.path, json.dumps({
-                "collection": "articles", "embedding_space": "demo-hash-256", "top_k": 5,
-                "query_vector": vector}), route.content_type)
+                "collection": "articles", "embedding_space": "wordllama-l2_supercat-256",
+                "top_k": 5, "query_vector": vector}), route.content_type)
         before = len(seen(setup))
         status, body = call(port, route, setup.issuer.token)
         if status != route.status:

@@ -8,8 +8,11 @@ from typing import Any
 
 import yaml
 
-SPACE = {"id": "demo-hash-256", "dimensions": 256, "distance": "cosine", "normalized": True,
-         "provider": "aigw-demo", "model": "feature-hashing"}
+# The demo backend's article vectors are WordLlama's (tests/demo_vectors.py embeds queries).
+SPACE = {"id": "wordllama-l2_supercat-256", "embedder": {"provider": "wordllama"}}
+# What the discovery document says of it: what the embedder gives.
+ADVERTISED_SPACE = {"id": SPACE["id"], "dimensions": 256, "distance": "cosine",
+                    "normalized": True, "provider": "wordllama", "model": "wordllama-l2_supercat"}
 KEYS = {  # API key -> (subject, scopes)
     "reader-key": ("reader", []),
     "vector-key": ("vector-fan", ["vectors:read"]),

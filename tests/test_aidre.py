@@ -14,11 +14,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from aidre_config import SPACE, aidre_gateway_config, collection
+from aidre_config import ADVERTISED_SPACE, SPACE, aidre_gateway_config, collection
+from demo_vectors import embed
 from inprocess import InProcessGateway
 from processes import Gateway
 
-from gateway.demo.embedding import embed
 from gateway.surfaces.cursors import seal
 
 AIDRE_JSON = "application/aidre+json"
@@ -69,7 +69,7 @@ def test_discovery_document_tells_the_truth_to_anonymous_callers(gateway: Gatewa
     assert document["capabilities"]["query_text"] is True
     assert document["capabilities"]["query_vector"] is True
     assert document["capabilities"]["return_vectors"] is True  # a policy can allow it
-    assert document["embedding_spaces"] == [SPACE]
+    assert document["embedding_spaces"] == [ADVERTISED_SPACE]
     assert [c["name"] for c in document["collections"]] == ["articles"]
     assert "staff" not in response.text  # §11.6: protected collections stay undescribed
 
@@ -199,8 +199,8 @@ def test_vector_of_the_wrong_length_is_422_with_expected_and_actual(gateway: Gat
 
 def test_non_finite_numbers_and_bad_json_are_refused(gateway: Gateway):
     vector = b"[" + b",".join([b"0.1"] * 255 + [b"1e999"]) + b"]"
-    raw = b'{"collection": "articles", "embedding_space": "demo-hash-256", "query_vector": ' + \
-        vector + b"}"
+    raw = b'{"collection": "articles", "embedding_space": "%s", "query_vector": %s}' % (
+        SPACE["id"].encode(), vector)
     assert_error(search(gateway, raw), 400, "invalid_request")
     assert_error(search(gateway, b"{not json"), 400, "invalid_request")
     assert_error(search(gateway, b"[1, 2]"), 400, "invalid_request")

@@ -3,6 +3,7 @@ pagination past the upstream's page cap (§18) and embedding-space revisions (§
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import shutil
 from collections.abc import Iterator
@@ -12,14 +13,14 @@ from types import SimpleNamespace
 import httpx
 import pytest
 import yaml
-from aidre_config import SPACE, aidre_gateway_config, collection
+from aidre_config import ADVERTISED_SPACE, SPACE, aidre_gateway_config, collection
+from demo_vectors import embed
 from inprocess import InProcessGateway
 from processes import ROOT, Gateway
 from test_aidre import assert_error, search
 
 from gateway import registry
 from gateway.demo.data import generate
-from gateway.demo.embedding import embed
 from gateway.model import Hit, Principal, Query, TokenKind
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.engine import PolicyEngine
@@ -32,8 +33,8 @@ ARTICLES_KEY = "articles-key"  # a caller with articles:read, the scope internal
 
 def demo_aidre_config(backend: str, workdir: Path) -> dict:
     """The demo's own `aidre` section and record rules over the demo backend, plus an
-    articles:read key."""
-    config = aidre_gateway_config(backend, workdir, aidre=DEMO["aidre"])
+    articles:read key. A copy: tests change it (add collections) for themselves alone."""
+    config = aidre_gateway_config(backend, workdir, aidre=copy.deepcopy(DEMO["aidre"]))
     shutil.copy(ROOT / "policies" / "records.yaml", workdir / "policies" / "records.yaml")
     config["auth"]["api_keys"]["keys"].append(
         {"sha256": hashlib.sha256(ARTICLES_KEY.encode()).hexdigest(), "subject": "agent",
@@ -237,4 +238,4 @@ def test_vector_search_says_when_the_upstream_cap_cuts_the_results(demo: Gateway
 def test_the_demo_embedding_space_carries_its_revision(demo: Gateway):
     document = httpx.get(demo.url + "/.well-known/ai-discovery").json()
     [space] = document["embedding_spaces"]
-    assert space == {**SPACE, "model": "feature-hashing-unigrams-bigrams", "revision": "1"}
+    assert space == {**ADVERTISED_SPACE, "revision": "1"}

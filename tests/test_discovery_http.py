@@ -187,7 +187,7 @@ def test_the_ai_document_describes_aidre_search_in_the_compact_pattern(gateway: 
         set(search["params"])
     for name, description in search["params"].items():
         assert COMPACT.match(description), (name, description)
-    assert "demo-hash-256" in search["params"]["embedding_space"]
+    assert "wordllama-l2_supercat-256" in search["params"]["embedding_space"]
     assert "staff" not in str(search)  # a private collection is not named in public
     chunk = next(c for c in document["capabilities"] if c["id"] == "aidre_chunk")
     assert chunk["endpoint"] == "/chunks/{id}"

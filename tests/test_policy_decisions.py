@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 from aidre_config import SPACE, aidre_gateway_config
+from demo_vectors import embed
 from test_aidre import search
 
 from gateway.context import RequestContext
-from gateway.demo.embedding import embed
 from gateway.model import Principal
 from gateway.observability import POLICY_LOG_DROPPED
 from gateway.policy.decisionlog import DecisionLog

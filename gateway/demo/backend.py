@@ -16,7 +16,7 @@ POST /api/v1/articles/vector-search  {vector: [256 numbers], k?: 10, category?: 
      -> {items: [{id, title, snippet, url, updated_at, score, embedding: [256 floats]}]}
      Cosine ranking. Leaks each hit's stored embedding (the gateway strips it).
 POST /api/v1/embed  {text}
-     -> {model: "demo-hash-256", dimensions: 256, embedding: [256 floats]}
+     -> {model: "wordllama-l2_supercat", dimensions: 256, embedding: [256 floats]}
 GET  /api/v1/articles?page=1&per_page=20&updated_since=<ISO-8601>
      -> {page, per_page, total, items: [article summary]}   (ordered by id)
 GET  /api/v1/articles/{id}
@@ -32,6 +32,9 @@ POST /api/v1/tasks/summarize  {article_id} or {text}
      -> {summary, source_id: str|null}
 POST /api/v1/tasks/classify  {text}
      -> {category, confidence: float 0..1, neighbours: [article id]}
+
+Articles (title and body) and texts are embedded by WordLlama (`gateway.embeddings`), a model
+of meaning that ships inside its package; `create_app(embedder=...)` takes another.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import orjson
 import uvicorn
 from starlette.applications import Starlette
@@ -53,7 +57,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.demo.data import Dataset, Record, generate, iso
-from gateway.demo.embedding import DIM, SPACE_ID, cosine, embed, tokenize
+from gateway.embeddings import Embedder, embedder_for
+from gateway.embeddings.config import WordLlamaSettings
+from gateway.embeddings.hashing import tokenize
 
 MAX_LIMIT = 100
 MAX_TEXT_CHARS = 20_000
@@ -108,10 +114,17 @@ class KeywordIndex:
 class HelpCentre:
     """The backend's data plus the search structures built from it."""
 
-    def __init__(self, dataset: Dataset) -> None:
+    def __init__(self, dataset: Dataset, embedder: Embedder) -> None:
         self.articles = dataset.articles
         self.by_id = {article["id"]: article for article in self.articles}
-        self.embeddings = {a["id"]: embed(f"{a['title']}\n{a['body']}") for a in self.articles}
+        self.embedder = embedder
+        vectors = embedder.embed([f"{a['title']}\n{a['body']}" for a in self.articles])
+        self.embeddings = {
+            article["id"]: vector for article, vector in zip(self.articles, vectors, strict=True)
+        }
+        self._matrix = np.array(vectors, dtype=np.float64).reshape(len(vectors),
+                                                                   embedder.dimensions)
+        self._norms = np.linalg.norm(self._matrix, axis=1)
         # Titles count twice so an article *about* a term beats one mentioning it.
         self.index = KeywordIndex(
             [tokenize(a["title"]) * 2 + tokenize(a["body"]) for a in self.articles]
@@ -139,16 +152,20 @@ class HelpCentre:
     def nearest(
         self, vector: list[float], k: int, category: str | None = None
     ) -> list[tuple[float, Record]]:
+        """The `k` articles most cosine-similar to `vector` (0.0 for an all-zero one)."""
+        query = np.asarray(vector, dtype=np.float64)
+        norms = self._norms * np.linalg.norm(query)
+        scores = np.divide(self._matrix @ query, norms, out=np.zeros_like(norms), where=norms > 0)
         hits = [
-            (cosine(vector, self.embeddings[a["id"]]), a)
-            for a in self.articles
-            if category in (None, a["category"])
+            (float(score), article)
+            for score, article in zip(scores, self.articles, strict=True)
+            if category in (None, article["category"])
         ]
         return _ranked(hits)[:k]
 
     def classify(self, text: str) -> Record:
         """Similarity-weighted vote of the nearest articles' categories."""
-        neighbours = self.nearest(embed(text), CLASSIFY_NEIGHBOURS)
+        neighbours = self.nearest(self.embedder.embed([text])[0], CLASSIFY_NEIGHBOURS)
         votes: dict[str, float] = {}
         for score, article in neighbours:
             votes[article["category"]] = votes.get(article["category"], 0.0) + max(score, 0.0)
@@ -241,17 +258,17 @@ def _text_field(body: dict[str, Any], name: str) -> str:
     return value
 
 
-def _vector_field(body: dict[str, Any]) -> list[float]:
+def _vector_field(body: dict[str, Any], dimensions: int) -> list[float]:
     value = body.get("vector")
     if (
         not isinstance(value, list)
-        or len(value) != DIM
+        or len(value) != dimensions
         or not all(
             isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
             for x in value
         )
     ):
-        raise ApiError(422, "BAD_VECTOR", f"vector must be a list of {DIM} finite numbers")
+        raise ApiError(422, "BAD_VECTOR", f"vector must be a list of {dimensions} finite numbers")
     return [float(x) for x in value]
 
 
@@ -300,7 +317,8 @@ async def search_articles(request: Request) -> Response:
 async def vector_search(request: Request) -> Response:
     body = await _json_object(request)
     centre = _centre(request)
-    hits = centre.nearest(_vector_field(body), _k_field(body), _category_field(body))
+    vector = _vector_field(body, centre.embedder.dimensions)
+    hits = centre.nearest(vector, _k_field(body), _category_field(body))
     items = [
         {
             "id": article["id"],
@@ -318,7 +336,9 @@ async def vector_search(request: Request) -> Response:
 
 async def embed_text(request: Request) -> Response:
     text = _text_field(await _json_object(request), "text")
-    return ORJSONResponse({"model": SPACE_ID, "dimensions": DIM, "embedding": embed(text)})
+    embedder = _centre(request).embedder
+    return ORJSONResponse({"model": embedder.model, "dimensions": embedder.dimensions,
+                           "embedding": embedder.embed([text])[0]})
 
 
 async def list_articles(request: Request) -> Response:
@@ -411,8 +431,15 @@ ROUTES = [
 ]
 
 
-def create_app(n_articles: int = 300, seed: int = 7) -> Starlette:
-    """Build the help-centre app; data and indexes are computed once, here."""
+def default_embedder() -> Embedder:
+    """WordLlama at 256 dimensions, what config/demo.yaml's article space declares."""
+    return embedder_for(WordLlamaSettings(provider="wordllama"))
+
+
+def create_app(
+    n_articles: int = 300, seed: int = 7, embedder: Embedder | None = None
+) -> Starlette:
+    """Build the help-centre app; data, vectors and indexes are computed once, here."""
     app = Starlette(
         routes=ROUTES,
         # Starlette types every handler as taking any Exception; each gets its key's class.
@@ -422,7 +449,8 @@ def create_app(n_articles: int = 300, seed: int = 7) -> Starlette:
             Exception: _server_error,
         },
     )
-    app.state.centre = HelpCentre(generate(n_articles=n_articles, seed=seed))
+    app.state.centre = HelpCentre(generate(n_articles=n_articles, seed=seed),
+                                  embedder or default_embedder())
     return app
 
 

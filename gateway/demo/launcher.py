@@ -40,7 +40,7 @@ AIDRE: text and vector search over the same legacy API, translated by config/dem
   curl -s -X POST '{public}/search' -H 'content-type: application/aidre+json' \\
        -d '{{"query": "refund for a damaged item", "collection": "articles", "top_k": 3}}'   # 200
   curl -s -X POST '{public}/search' -H 'content-type: application/aidre+json' \\
-       -d "{{\\"collection\\": \\"articles\\", \\"embedding_space\\": \\"demo-hash-256\\", \\
+       -d "{{\\"collection\\": \\"articles\\", \\"embedding_space\\": \\"{space}\\", \\
             \\"top_k\\": 3, \\"query_vector\\": $(curl -s -X POST '{public}/api/v1/embed' \\
        -H "Authorization: Bearer $({aigw} token --config {config} --scope articles:read)" \\
        -H 'content-type: application/json' -d '{{"text": "reset my password"}}' \\
@@ -117,7 +117,7 @@ def run_demo(config_path: str, backend_port: int, ports: dict[str, str] | None =
         aip_denied=_aip_request("finance.markets", "best index funds"),
         aip_error=json.dumps({"aip_version": "0.1", "request_id": "demo-error"}),
         aip_body=aip_body, aip_secret=_aip_secret_file(settings),
-        agent_secret=_client_secret(settings, "demo-agent"),
+        agent_secret=_client_secret(settings, "demo-agent"), space=_embedding_space(settings),
     ), flush=True)
     run(loaded, companions=companions)
     return 0
@@ -128,6 +128,12 @@ def _client_secret(settings: Settings, client_id: str) -> str:
     issuer = settings.demo.issuer if settings.demo is not None else None
     client = issuer.clients.get(client_id) if issuer is not None else None
     return client.secret.get_secret_value() if client is not None else "SECRET"
+
+
+def _embedding_space(settings: Settings) -> str:
+    """The id of the demo's (first) AIDRE embedding space, for the printed vector search."""
+    spaces = getattr(getattr(settings, "aidre", None), "embedding_spaces", None)
+    return spaces[0].id if spaces else "SPACE"
 
 
 def _aip_secret_file(settings: Settings) -> str:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import ConfigDict, Field, SecretStr, TypeAdapter, ValidationError, model_validator
 
+from gateway.embeddings.config import EmbedderSettings
 from gateway.operations import UpstreamOperation
 from gateway.policy.resources import RecordScopes
 from gateway.settings import Settings
@@ -18,14 +19,56 @@ class VectorOperation(UpstreamOperation):
     embedding_space: str
 
 
+_EMBEDDER: TypeAdapter[Any] = TypeAdapter(EmbedderSettings)
+_DERIVED = ("dimensions", "distance", "normalized", "model")
+
+
+def _embedder_or_dimensions(schema: dict[str, Any]) -> None:
+    """In the JSON Schema as in validation: `dimensions` and `distance` come from an
+    `embedder` when there is one."""
+    schema["required"] = [name for name in schema.get("required", [])
+                          if name not in ("dimensions", "distance")]
+    schema["anyOf"] = [{"required": ["embedder"]}, {"required": ["dimensions", "distance"]}]
+
+
 class EmbeddingSpace(Strict):
+    """A space of vectors (§19.1). With an `embedder`, its `model`, `dimensions`, `distance`
+    and `normalized` are the embedder's (and `provider` too, unless given): leave them out, or
+    give the same."""
+
+    model_config = ConfigDict(json_schema_extra=_embedder_or_dimensions)
+
     id: Annotated[str, Field(min_length=1, max_length=200)]
+    embedder: EmbedderSettings | None = Field(
+        None, description="The embedder whose vectors the space holds: what the discovery "
+        "document says of the space comes from it. Without one, say it here.")
     dimensions: Annotated[int, Field(ge=1, le=8192)]
     distance: Literal["cosine", "dot", "euclidean"]
     normalized: bool | None = None
     provider: str | None = None
     model: str | None = None
     revision: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_embedder(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("embedder") is None:
+            return data
+        try:
+            spec = _EMBEDDER.validate_python(data["embedder"]).spec
+        except ValidationError:
+            return data  # the `embedder` field reports what is wrong with it
+        derived = {name: getattr(spec, name) for name in _DERIVED}
+        for name, value in derived.items():
+            if data.get(name) is not None and data[name] != value:
+                raise ValueError(f"{name} {data[name]!r} is not the embedder's ({value!r}): "
+                                 "leave it out")
+        return {**derived, "provider": spec.provider,
+                **{name: value for name, value in data.items() if value is not None}}
+
+    def advertised(self) -> dict[str, Any]:
+        """The space as a discovery document shows it (§19.1)."""
+        return self.model_dump(exclude_none=True, exclude={"embedder"})
 
 
 class RecordVisibility(RecordScopes):

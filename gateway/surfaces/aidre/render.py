@@ -130,7 +130,7 @@ def discovery(settings: Aidre, base_url: str, organization: str | None,
         "return_semantic_payload": False, "return_vectors": vectors_possible,
         "pagination": True, "delta_sync": False,
     }
-    document["embedding_spaces"] = [s.model_dump(exclude_none=True) for s in spaces.values()]
+    document["embedding_spaces"] = [s.advertised() for s in spaces.values()]
     document["collections"] = [collection_entry(c) for c in readable]
     document["auth"] = auth
     return document
