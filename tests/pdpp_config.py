@@ -21,10 +21,15 @@ RFC9728 = ("resource", "authorization_servers", "scopes_supported", "bearer_meth
            "authorization_details_types_supported")
 
 
-def demo_pdpp() -> dict[str, Any]:
+def demo_pdpp(embedder: str = "hash") -> dict[str, Any]:
+    """The demo's PDPP section; its semantic search on the hash embedder (whose neighbours
+    are words in common, which these tests' expectations are written for) unless `embedder`
+    is "wordllama", the demo's own."""
     demo = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
     pdpp = demo["pdpp"]
     pdpp.pop("cursor_secret")
+    if embedder != "wordllama":
+        pdpp["semantic"]["embedder"] = {"provider": embedder}
     return pdpp
 
 

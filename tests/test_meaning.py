@@ -69,3 +69,37 @@ def test_the_advertised_space_is_the_one_the_backend_embeds_in(demo: Gateway, ba
     answer = httpx.post(backend + "/api/v1/embed", json={"text": "courier"}).json()
     assert (space["model"], space["dimensions"]) == (answer["model"], answer["dimensions"])
     assert answer["embedding"] == pytest.approx(embed("courier"))
+
+
+@pytest.fixture(scope="module")
+def pdpp_demo(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    from pdpp_config import config, demo_pdpp
+
+    workdir = tmp_path_factory.mktemp("pdpp-meaning")
+    started = InProcessGateway(config(backend, demo_pdpp("wordllama")), workdir)
+    yield started
+    started.stop()
+
+
+# PDPP's demo stream embeds article titles only (a few words each, which say less than a whole
+# article): the pairs whose topic a title names.
+TITLE_PAIRS = [pair for pair in PAIRS if pair[1] in {"billing", "login", "shipping", "privacy",
+                                                      "mobile"}]
+
+
+@pytest.mark.parametrize(("query", "category"), TITLE_PAIRS)
+def test_pdpp_semantic_search_finds_titles_by_meaning(pdpp_demo: Gateway, query: str,
+                                                      category: str):
+    """The demo's PDPP `articles` stream, its titles embedded by WordLlama in the gateway's
+    own index: lexical search finds nothing, semantic search titles of the topic."""
+    from pdpp_config import OWNER_KEY
+
+    headers = {"X-API-Key": OWNER_KEY}
+    params = {"q": query, "streams[]": "articles", "limit": TOP_K}
+    lexical = httpx.get(pdpp_demo.url + "/v1/search", params=params, headers=headers, timeout=30)
+    assert lexical.status_code == 200 and lexical.json()["data"] == []
+    semantic = httpx.get(pdpp_demo.url + "/v1/search/semantic", params=params, headers=headers,
+                         timeout=30)
+    assert semantic.status_code == 200, semantic.text
+    found = [f"articles:{hit['record_key']}" for hit in semantic.json()["data"]]
+    assert found and all(CATEGORY[key] == category for key in found), (query, found)

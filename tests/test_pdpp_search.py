@@ -258,7 +258,7 @@ async def test_records_outside_the_grant_do_not_sway_the_ranking(tmp_path):
 
     async def scores(records: list[Record], access: Access) -> dict[str, float]:
         index = SqliteIndex(tmp_path / f"{len(records)}.db", fields=["text"], max_bytes=1 << 24)
-        index.replace(indexed(stream, records), truncated=False)
+        index.replace(indexed(stream, records, None), truncated=False)
         entry = Entry(Snapshot(records, "2026-01-01T00:00:00Z", False), index, 0.0)
 
         async def entry_for(_: object) -> Entry:

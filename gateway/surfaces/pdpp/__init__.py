@@ -111,6 +111,7 @@ class PdppPlugin(Surface):
         if pdpp is None:
             return None
         from gateway.surfaces.pdpp.handlers import PdppService
+        from gateway.surfaces.pdpp.metadata import semantic_served
         from gateway.surfaces.pdpp.store import Store
         from gateway.surfaces.pdpp.streams import compile_streams
 
@@ -121,7 +122,9 @@ class PdppPlugin(Surface):
                                sort_keys=True)
         store_key = ("pdpp-store", pdpp.model_dump_json(exclude={"cursor_secret"}), upstreams)
         store = context.shared.acquire(
-            store_key, lambda: Store(pdpp.refresh_seconds, pdpp.index, upstreams))
+            store_key, lambda: Store(pdpp.refresh_seconds, pdpp.index, upstreams,
+                                     pdpp.semantic.embedder if semantic_served(pdpp)
+                                     and pdpp.semantic is not None else None))
         service = PdppService(pdpp, streams, cursor_key(pdpp), store)
         return Mount(self.name, service.routes(), render_error=service.render_error,
                      prefixes=(f"{pdpp.base_path}/v1/streams", f"{pdpp.base_path}/v1/search"))

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, model_validator
 
+from gateway.embeddings.config import EmbedderSettings, HashSettings
 from gateway.operations import UpstreamOperation
 from gateway.strict import Strict
 
@@ -100,8 +101,12 @@ class LexicalSettings(Strict):
 
 class SemanticSettings(Strict):
     enabled: bool = True
-    model: Literal["demo-hash-256"] = Field(
-        "demo-hash-256", description="The embedder (the built-in feature-hashing model).")
+    embedder: EmbedderSettings = Field(
+        default_factory=lambda: HashSettings(provider="hash"),
+        description="What turns texts and queries into vectors (gateway.embeddings): "
+        "`wordllama` (a model shipped inside its package: real semantic search offline), "
+        "`openai-compatible` (a /v1/embeddings server), or `hash` (feature hashing, no "
+        "model of meaning: for tests). The advertised model and dimensions are its.")
     default_limit: Annotated[int, Field(ge=1, le=100)] = 10
     max_limit: Annotated[int, Field(ge=1, le=100)] = 50
     snippets: bool = True

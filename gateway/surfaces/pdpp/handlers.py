@@ -285,7 +285,8 @@ class PdppService:
 
         if semantic and self.pdpp.semantic is not None:
             ranked = await search.semantic(q, accesses, params.filters, entry_for,
-                                           self.pdpp.semantic.min_similarity, settings.snippets)
+                                           self.pdpp.semantic.min_similarity, settings.snippets,
+                                           self.pdpp.semantic.embedder)
         else:
             ranked = await search.lexical(q, accesses, params.filters, entry_for,
                                           self._upstream_search(q, call), settings.snippets)

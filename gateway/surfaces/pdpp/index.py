@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from gateway.demo.embedding import cosine, embed, tokenize
+from gateway.embeddings.base import Embedder, cosine
+from gateway.embeddings.hashing import tokenize
 
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 SNIPPET_CHARS = 200
@@ -21,11 +22,17 @@ def lexical_snippet(text: str, terms: set[str]) -> str | None:
     return None
 
 
-def semantic_snippet(text: str, query: list[float]) -> str | None:
-    """The sentence of `text` nearest the query, verbatim."""
-    best = max(((cosine(query, embed(m.group())), m.group().strip())
-                for m in _SENTENCE.finditer(text) if m.group().strip()), default=None)
-    return _cut(best[1]) if best and best[0] > 0 else None
+def semantic_snippet(text: str, query: list[float], embedder: Embedder,
+                     max_sentences: int = 32) -> str | None:
+    """The sentence of `text` nearest the query, verbatim (among its first `max_sentences`).
+    Blocks: the embedder runs here (callers are in a PDPP thread)."""
+    sentences = [s for m in _SENTENCE.finditer(text) if (s := m.group().strip())]
+    sentences = sentences[:max_sentences]
+    if not sentences:
+        return None
+    near = [cosine(query, vector) for vector in embedder.embed(sentences)]
+    best = max(range(len(sentences)), key=near.__getitem__)
+    return _cut(sentences[best]) if near[best] > 0 else None
 
 
 def _cut(sentence: str) -> str:

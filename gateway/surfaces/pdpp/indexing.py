@@ -14,12 +14,15 @@ from pathlib import Path
 
 import orjson
 
-from gateway.demo.embedding import embed
+from gateway.embeddings.base import Embedder
+from gateway.embeddings.config import EmbedderSettings
+from gateway.embeddings.providers import embedder_for
+from gateway.embeddings.running import clip
 from gateway.index.base import IndexedRecord, SearchIndex
 from gateway.surfaces.pdpp.config import SearchIndexSettings
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
 
-DIMENSIONS = 256  # of the semantic model PDPP serves (config: semantic.model)
+EMBED_BATCH = 256  # texts per call of the embedder
 
 
 def searchable(stream: CompiledStream) -> tuple[str, ...]:
@@ -28,19 +31,21 @@ def searchable(stream: CompiledStream) -> tuple[str, ...]:
 
 
 def open_index(settings: SearchIndexSettings, stream: CompiledStream, subject: str,
-               source: str) -> SearchIndex:
+               source: str, embedder: EmbedderSettings | None) -> SearchIndex:
     """The index of `stream` (of `subject`'s records of it, when not ""), read from `source`
     (where the upstreams are), opened or made. Its name holds a digest of both and of the
     stream's settings: a stream configured otherwise, or read from elsewhere, gets another
     index, never one built for different fields or records."""
-    name = _name(stream, subject, source)
+    model = embedder.spec if embedder is not None else None
+    name = _name(stream, subject, source + repr(model))
     if settings.engine == "postgres":
         from gateway.index.postgres import PostgresIndex
 
         assert settings.dsn is not None
         return PostgresIndex.connect(
             settings.dsn.get_secret_value(), name, texts=searchable(stream),
-            vectors=stream.semantic_fields, dimensions=DIMENSIONS if stream.semantic_fields
+            vectors=stream.semantic_fields if model is not None else (),
+            dimensions=model.dimensions if model is not None and stream.semantic_fields
             else None, text_config="simple", max_bytes=settings.max_bytes)
     from gateway.index.sqlite import SqliteIndex
 
@@ -62,15 +67,33 @@ def drop_index(settings: SearchIndexSettings, index: SearchIndex) -> None:
             Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-def indexed(stream: CompiledStream, records: Sequence[Record]) -> list[IndexedRecord]:
-    """Each record as the index holds it."""
+def indexed(stream: CompiledStream, records: Sequence[Record],
+            embedder: EmbedderSettings | None) -> list[IndexedRecord]:
+    """Each record as the index holds it: its semantic fields embedded (texts past the
+    embedder's `max_chars` cut there), when semantic search is served."""
     texts = searchable(stream)
+    vectors = _vectors(stream, records, embedder) if embedder is not None else {}
     return [IndexedRecord(
         key=record.key, version=version(record), data=dict(record.data),
         texts={f: value for f in texts if isinstance(value := record.data.get(f), str)},
-        vectors={f: embed(value) for f in stream.semantic_fields
-                 if isinstance(value := record.data.get(f), str) and value.strip()},
+        vectors=vectors.get(record.key, {}),
     ) for record in records]
+
+
+def _vectors(stream: CompiledStream, records: Sequence[Record],
+             settings: EmbedderSettings) -> dict[str, dict[str, list[float]]]:
+    """record key -> semantic field -> vector, embedded in batches."""
+    wanted = [(record.key, field, clip(value, settings)[0]) for record in records
+              for field in stream.semantic_fields
+              if isinstance(value := record.data.get(field), str) and value.strip()]
+    embedder: Embedder = embedder_for(settings)
+    found: dict[str, dict[str, list[float]]] = {}
+    for start in range(0, len(wanted), EMBED_BATCH):
+        batch = wanted[start:start + EMBED_BATCH]
+        for (key, field, _), vector in zip(batch, embedder.embed([t for *_, t in batch]),
+                                           strict=True):
+            found.setdefault(key, {})[field] = vector
+    return found
 
 
 def version(record: Record) -> str:

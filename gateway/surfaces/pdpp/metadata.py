@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.demo.embedding import DIM
 from gateway.surfaces.pdpp.config import Pdpp
 
 
@@ -30,11 +29,12 @@ def resource_members(pdpp: Pdpp) -> dict[str, Any]:
         }
     if semantic_served(pdpp) and pdpp.semantic is not None:
         semantic = pdpp.semantic
+        spec = semantic.embedder.spec
         capabilities["semantic_retrieval"] = {
             "supported": True, "stability": "experimental",
             "endpoint": f"{pdpp.base_path}/v1/search/semantic", "cross_stream": True,
             "query_input": "text", "snippets": semantic.snippets, "lexical_blending": False,
-            "model": semantic.model, "dimensions": DIM, "distance_metric": "cosine",
+            "model": spec.model, "dimensions": spec.dimensions, "distance_metric": "cosine",
             "default_limit": semantic.default_limit, "max_limit": semantic.max_limit,
             # Indexes are built from the current records with this model before a search
             # answers; no search is ever served from a building or other-model index.

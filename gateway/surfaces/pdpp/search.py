@@ -15,7 +15,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.demo.embedding import embed, tokenize
+from gateway.embeddings.base import Embedder, EmbeddingError
+from gateway.embeddings.config import EmbedderSettings
+from gateway.embeddings.hashing import tokenize
+from gateway.embeddings.providers import embedder_for
+from gateway.embeddings.running import clip, embed_off_loop
+from gateway.errors import GatewayError
 from gateway.surfaces.pdpp.filters import Filter, matches
 from gateway.surfaces.pdpp.index import lexical_snippet, semantic_snippet
 from gateway.surfaces.pdpp.projection import Access
@@ -23,6 +28,8 @@ from gateway.surfaces.pdpp.store import Entry
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
 from gateway.surfaces.pdpp.threads import over_records
 
+# Semantic hits of one stream that get a snippet (each costs an embedding of its sentences).
+SEMANTIC_SNIPPETS = 100
 EntryFor = Callable[[CompiledStream], Awaitable[Entry]]
 # An upstream search sent the matchable fields: the records it answered, and whether it
 # answered as many as it was asked for (more may match).
@@ -96,8 +103,16 @@ def _lexical_found(scored: list[tuple[int, dict[str, float]]], visible: dict[int
 
 
 async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_for: EntryFor,
-                   threshold: float, snippets: bool) -> Ranked:
-    query = embed(q)
+                   threshold: float, snippets: bool, embedder: EmbedderSettings) -> Ranked:
+    """Records near the query by the embedder's vectors (the query embedded off the loop;
+    raises EmbeddingError when the embedder cannot)."""
+    try:
+        vectors = await embed_off_loop(embedder_for(embedder), [clip(q, embedder)[0]], embedder)
+    except EmbeddingError:
+        raise GatewayError(503, "embedder_unavailable",
+                           "Semantic search is unavailable; try again later.") from None
+    query = vectors[0]
+    model = embedder_for(embedder) if snippets else None
     found: list[Found] = []
     truncated = False
     for access in accesses:
@@ -107,18 +122,19 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
         entry = await entry_for(access.stream)
         truncated |= _truncated(entry, access)
         found += await over_records(len(entry.snapshot.records), functools.partial(
-            _semantic_in_index, entry, access, query, filters, threshold, snippets))
+            _semantic_in_index, entry, access, query, filters, threshold, model))
     return Ranked(_rank(found), truncated)
 
 
 def _semantic_in_index(entry: Entry, access: Access, query: list[float], filters: list[Filter],
-                       threshold: float, snippets: bool) -> list[Found]:
-    """A stream's records near the query (threads.py, as `_lexical_in_index`)."""
+                       threshold: float, embedder: Embedder | None) -> list[Found]:
+    """A stream's records near the query (threads.py, as `_lexical_in_index`), the best
+    SEMANTIC_SNIPPETS of them with a snippet when `embedder` is given (it embeds sentences)."""
     fields = access.matchable("semantic")
     visible = _visible(entry, access)
     only = None if access.whole else [entry.snapshot.records[i].key for i in visible]
     found = []
-    for scored in entry.index.semantic(query, fields, only, len(visible)):
+    for rank, scored in enumerate(entry.index.semantic(query, fields, only, len(visible))):
         position = entry.positions.get(scored.key)
         if position is None or position not in visible or not scored.scores:
             continue
@@ -129,7 +145,8 @@ def _semantic_in_index(entry: Entry, access: Access, query: list[float], filters
         score = scored.scores[best]
         if score < threshold:
             continue
-        text = semantic_snippet(record.data.get(best) or "", query) if snippets else None
+        text = semantic_snippet(record.data.get(best) or "", query, embedder) \
+            if embedder is not None and rank < SEMANTIC_SNIPPETS else None
         snippet = access.snippet(record, best, text or "", "semantic")
         found.append(Found(access, record, score, (best,), snippet))
     return found

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from gateway.embeddings.config import EmbedderSettings
 from gateway.index.base import SearchIndex
 from gateway.observability import INDEX_REFRESHES
 from gateway.surfaces.pdpp.config import SearchIndexSettings
@@ -65,9 +66,10 @@ class Entry:
 
 class Store:
     def __init__(self, refresh_seconds: float, settings: SearchIndexSettings,
-                 source: str = "") -> None:
+                 source: str = "", embedder: EmbedderSettings | None = None) -> None:
         self.refresh_seconds = refresh_seconds
         self.settings = settings
+        self.embedder = embedder  # of semantic search, when served: records are embedded
         self.source = source  # where the streams are read from (the upstreams' URLs)
         self._entries: OrderedDict[Key, Entry] = OrderedDict()
         self._locks: dict[Key, asyncio.Lock] = {}
@@ -94,7 +96,8 @@ class Store:
 
     async def _first(self, stream: CompiledStream, subject: str, load: Loader) -> Entry:
         """The index as kept (after a restart, or another replica's), else a first read."""
-        index = await in_thread(lambda: open_index(self.settings, stream, subject, self.source))
+        index = await in_thread(
+            lambda: open_index(self.settings, stream, subject, self.source, self.embedder))
         kept = await in_thread(lambda: _from_index(index))
         if kept is not None:
             return kept
@@ -105,7 +108,7 @@ class Store:
                truncated: bool) -> Entry:
         if self._may_write(index):
             index.mark("building")
-            index.replace(indexed(stream, records), truncated=truncated)
+            index.replace(indexed(stream, records, self.embedder), truncated=truncated)
         return Entry(Snapshot(records, _now(), truncated), index, time.monotonic())
 
     async def _refresh(self, key: Key, stream: CompiledStream, old: Entry, load: Loader) -> None:
@@ -114,7 +117,8 @@ class Store:
                 fresh = await in_thread(lambda: _from_index(old.index, follower=True))
             else:
                 records, truncated = await load()
-                fresh = await in_thread(lambda: _applied(stream, old, records, truncated))
+                fresh = await in_thread(
+                    lambda: _applied(stream, old, records, truncated, self.embedder))
         except Exception as exc:  # any failure: the last good copy keeps serving
             old.stale = True
             old.taken = time.monotonic()  # try again after refresh_seconds, not at once
@@ -174,13 +178,13 @@ def _from_index(index: SearchIndex, follower: bool = False) -> Entry | None:
     return Entry(snapshot, index, time.monotonic() - age)
 
 
-def _applied(stream: CompiledStream, old: Entry, records: list[Record],
-             truncated: bool) -> Entry:
+def _applied(stream: CompiledStream, old: Entry, records: list[Record], truncated: bool,
+             embedder: EmbedderSettings | None) -> Entry:
     """`old`'s index brought up to `records`: what changed upserted, what vanished deleted."""
     had = old.index.versions()
     changed = [r for r in records if had.get(r.key) != version(r)]
     gone = had.keys() - {r.key for r in records}
-    old.index.apply(indexed(stream, changed), gone)
+    old.index.apply(indexed(stream, changed, embedder), gone)
     return Entry(Snapshot(records, _now(), truncated), old.index, time.monotonic())
 
 
