@@ -212,3 +212,40 @@ async def test_two_gateways_share_one_postgres_index_and_one_of_them_refreshes(t
                 "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'aigw_ix_messages%'")]
             for schema in schemas:
                 conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+async def test_a_refresh_applies_what_changed_and_removes_what_vanished(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from gateway.index.sqlite import SqliteIndex
+
+    rows = [dict(record) for record in RECORDS[:50]]
+    changed: list[str] = []
+
+    def legacy(request: UpstreamRequest) -> Reply:
+        return Reply.json({"data": rows, "paging": {"next": None}})
+
+    real_apply = SqliteIndex.apply
+
+    def apply(self: SqliteIndex, upserts: Any, deletions: Any) -> None:
+        changed.extend([record.key for record in upserts] + [f"-{key}" for key in deletions])
+        real_apply(self, upserts, deletions)
+
+    config = scoped_config("/records")
+    config["pdpp"]["refresh_seconds"] = 1
+    secret = next(iter(KEYS))
+    monkeypatch.setattr(SqliteIndex, "apply", apply)
+    async with memory_gateway(config, tmp_path, {"legacy": legacy}) as gateway:
+        async def search(q: str) -> list[str]:
+            response = await gateway.client.get("/v1/search", params={"q": q},
+                                                headers={"X-API-Key": secret})
+            assert response.status_code == 200, response.text
+            return [hit["record_key"] for hit in response.json()["data"]]
+
+        assert await search("Record 7") != []
+        rows[6] = {**rows[6], "title": "Renamed zebra"}  # r0007 changes
+        del rows[9]  # r0010 vanishes
+        await asyncio.sleep(1.1)
+        await search("zebra")  # starts the refresh behind the old copy
+        await asyncio.sleep(0.3)
+        assert await search("zebra") == ["r0007"]
+    assert sorted(changed) == ["-r0010", "r0007"]  # nothing else rewritten

@@ -109,7 +109,9 @@ class Store:
         if self._may_write(index):
             index.mark("building")
             index.replace(indexed(stream, records, self.embedder), truncated=truncated)
-        return Entry(Snapshot(records, _now(), truncated), index, time.monotonic())
+        # An index cut at max_bytes says so as a stream cut at max_records does: never silently.
+        cut = truncated or index.stats().truncated
+        return Entry(Snapshot(records, _now(), cut), index, time.monotonic())
 
     async def _refresh(self, key: Key, stream: CompiledStream, old: Entry, load: Loader) -> None:
         try:
@@ -185,7 +187,8 @@ def _applied(stream: CompiledStream, old: Entry, records: list[Record], truncate
     changed = [r for r in records if had.get(r.key) != version(r)]
     gone = had.keys() - {r.key for r in records}
     old.index.apply(indexed(stream, changed, embedder), gone)
-    return Entry(Snapshot(records, _now(), truncated), old.index, time.monotonic())
+    cut = truncated or old.index.stats().truncated
+    return Entry(Snapshot(records, _now(), cut), old.index, time.monotonic())
 
 
 def _mark_stale(index: SearchIndex) -> None:
