@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from inprocess import memory_gateway  # noqa: E402
-from pdpp_config import config as pdpp_config  # noqa: E402
-from pdpp_config import demo_pdpp  # noqa: E402
+from inprocess import memory_gateway
+from pdpp_config import config as pdpp_config
+from pdpp_config import demo_pdpp
 
-from gateway.upstream.memory import Reply, UpstreamRequest  # noqa: E402
+from gateway.upstream.memory import Reply, UpstreamRequest
 
 TEXT = ("Refunds, invoices and card payments of the account are described here at length. " * 12)
 
