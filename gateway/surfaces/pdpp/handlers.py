@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +41,7 @@ from gateway.surfaces.pdpp.projection import (
     readable_stream_ask,
     stream_coverage,
 )
-from gateway.surfaces.pdpp.records import page_after, position_of
+from gateway.surfaces.pdpp.records import first_after, position_of
 from gateway.surfaces.pdpp.store import Entry, Store
 from gateway.surfaces.pdpp.streams import (
     CompiledStream,
@@ -214,9 +215,18 @@ class PdppService:
         entry = await self._entry(access.stream, call)
 
         def listed() -> list[Record]:
-            rows = [r for r in access.visible(entry.ordered(field, order))
-                    if filters.matches(r, params.filters, access)]
-            return page_after(rows, position, field, order)
+            """The page and one record more: read from the cursor's place in the ordered
+            records on, until the page is full (not the whole stream each time)."""
+            ordered = entry.ordered(field, order)
+            rows = []
+            for record in itertools.islice(ordered, first_after(ordered, position, field, order),
+                                           None):
+                view = record if access.whole else access.view(record)
+                if view is not None and filters.matches(view, params.filters, access):
+                    rows.append(view)
+                    if len(rows) > limit:
+                        break
+            return rows
 
         rows = await over_records(len(entry.snapshot.records), listed)
         shown, more = rows[:limit], len(rows) > limit

@@ -7,6 +7,7 @@ absent and records go by primary key alone, so the order says nothing about that
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 from gateway.surfaces.pdpp.streams import Record
@@ -26,13 +27,15 @@ def position_of(record: Record, field: str | None) -> list[Any]:
     return [_field(record, field), record.key]
 
 
-def page_after(records: list[Record], position: list[Any] | None, field: str | None,
-               order: str) -> list[Record]:
-    """The records strictly after `position` ([cursor value, key]) in this order."""
+def first_after(records: list[Record], position: list[Any] | None, field: str | None,
+                order: str) -> int:
+    """Where the records after `position` start in `records`, sorted in this order (by
+    `sort_records`): they are a suffix of it, found by bisection."""
     if position is None:
-        return records
+        return 0
     value, key = position
-    return [r for r in records if _after(_field(r, field), r.key, value, key, order)]
+    return bisect.bisect_left(
+        records, True, key=lambda r: _after(_field(r, field), r.key, value, key, order))
 
 
 def _field(record: Record, field: str | None) -> Any:
