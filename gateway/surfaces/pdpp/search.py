@@ -28,8 +28,9 @@ from gateway.surfaces.pdpp.store import Entry
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
 from gateway.surfaces.pdpp.threads import over_records
 
-# Semantic hits of one stream that get a snippet (each costs an embedding of its sentences).
-SEMANTIC_SNIPPETS = 100
+# Hits of one stream that get a snippet, the best first (a semantic one costs an embedding of
+# its sentences): a page never goes deeper, and the rest would cost time for nothing.
+SNIPPETS = 100
 EntryFor = Callable[[CompiledStream], Awaitable[Entry]]
 # An upstream search sent the matchable fields: the records it answered, and whether it
 # answered as many as it was asked for (more may match).
@@ -71,7 +72,7 @@ async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_f
             truncated |= _truncated(entry, access)
             found += await over_records(len(entry.snapshot.records), functools.partial(
                 _lexical_in_index, entry, access, terms, filters, snippets))
-    return Ranked(_rank(found), truncated)
+    return Ranked(await over_records(len(found), lambda: _rank(found)), truncated)
 
 
 def _lexical_in_index(entry: Entry, access: Access, terms: list[str], filters: list[Filter],
@@ -88,6 +89,9 @@ def _lexical_found(scored: list[tuple[int, dict[str, float]]], visible: dict[int
                    snippets: bool) -> list[Found]:
     fields = access.matchable("lexical")
     found = []
+    # Snippets for the best-scored hits only: a common word matches the whole stream.
+    best_scored = sorted(scored, key=lambda item: -sum(item[1].values()))[:SNIPPETS]
+    snipped = {position for position, _ in best_scored} if snippets else set()
     for position, per_field in scored:
         record = visible[position]
         if not matches(record, filters, access):
@@ -96,7 +100,8 @@ def _lexical_found(scored: list[tuple[int, dict[str, float]]], visible: dict[int
         if not matched:
             continue
         best = max(matched, key=lambda f: per_field[f])
-        text = lexical_snippet(record.data.get(best) or "", set(terms)) if snippets else None
+        text = lexical_snippet(record.data.get(best) or "", set(terms)) \
+            if position in snipped else None
         snippet = access.snippet(record, best, text or "", "lexical")
         found.append(Found(access, record, sum(per_field.values()), matched, snippet))
     return found
@@ -123,13 +128,13 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
         truncated |= _truncated(entry, access)
         found += await over_records(len(entry.snapshot.records), functools.partial(
             _semantic_in_index, entry, access, query, filters, threshold, model))
-    return Ranked(_rank(found), truncated)
+    return Ranked(await over_records(len(found), lambda: _rank(found)), truncated)
 
 
 def _semantic_in_index(entry: Entry, access: Access, query: list[float], filters: list[Filter],
                        threshold: float, embedder: Embedder | None) -> list[Found]:
     """A stream's records near the query (threads.py, as `_lexical_in_index`), the best
-    SEMANTIC_SNIPPETS of them with a snippet when `embedder` is given (it embeds sentences)."""
+    SNIPPETS of them with a snippet when `embedder` is given (it embeds sentences)."""
     fields = access.matchable("semantic")
     visible = _visible(entry, access)
     only = None if access.whole else [entry.snapshot.records[i].key for i in visible]
@@ -146,7 +151,7 @@ def _semantic_in_index(entry: Entry, access: Access, query: list[float], filters
         if score < threshold:
             continue
         text = semantic_snippet(record.data.get(best) or "", query, embedder) \
-            if embedder is not None and rank < SEMANTIC_SNIPPETS else None
+            if embedder is not None and rank < SNIPPETS else None
         snippet = access.snippet(record, best, text or "", "semantic")
         found.append(Found(access, record, score, (best,), snippet))
     return found
