@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint demo bench bench-passthrough bench-routes bench-deps profile soak redis \
-	schema fuzz clean chromium policy-check json-server datasette
+.PHONY: install test lint demo bench bench-passthrough bench-routes bench-index bench-deps profile \
+	soak redis schema fuzz clean chromium policy-check json-server datasette
 
 # docker/install.sh is also the image's install step (Dockerfile), so the tests run what ships.
 $(INSTALLED): pyproject.toml docker/install.sh
@@ -96,6 +96,12 @@ bench: install bench-deps redis
 # Passthrough only: upstream direct, nginx, aigw per transport and worker count.
 bench-passthrough: install bench-deps
 	$(BIN)/python bench/run.py --workers 1,2
+
+# Event-loop lag while PDPP reads and indexes a stream of 60,000 records under discovery, AIDRE
+# and PDPP traffic (issue 22): lag p99 per window, the traffic's latencies, RSS. INDEX_ARGS adds
+# options (--records N, --rate R, --profile: py-spy of the loop during the build).
+bench-index: install
+	$(BIN)/python bench/index_lag.py $(INDEX_ARGS)
 
 # A py-spy flame graph of passthrough under load, into bench/results/.
 profile: install bench-deps
