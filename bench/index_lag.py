@@ -86,6 +86,7 @@ class LagOptions:
     load_core: int
     proxy_core: int
     aigw: str | None
+    embedder: str = "hash"
 
     def fields(self, kind: str) -> tuple[str, ...]:
         """The stream's fields of a kind of search (none: that search is not served)."""
@@ -112,13 +113,16 @@ def parse_args(argv: list[str] | None) -> LagOptions:
                         help="core for the upstream, the traffic and py-spy")
     parser.add_argument("--proxy-core", type=int, default=1, help="core for aigw")
     parser.add_argument("--aigw", help="aigw executable (default: .venv/bin/aigw, else PATH)")
+    parser.add_argument("--embedder", default="hash", choices=["hash", "wordllama"],
+                        help="the semantic search's embedder (pdpp.semantic.embedder)")
     args = parser.parse_args(argv)
     return LagOptions(
         records=args.records, page_size=args.page_size, rate=args.rate, steady=args.steady,
         second=args.second, timeout=args.timeout,
         lexical=tuple(f for f in args.lexical.split(",") if f),
         semantic=tuple(f for f in args.semantic.split(",") if f), profile=args.profile,
-        load_core=args.load_core, proxy_core=args.proxy_core, aigw=args.aigw or run.aigw_bin())
+        load_core=args.load_core, proxy_core=args.proxy_core, aigw=args.aigw or run.aigw_bin(),
+        embedder=args.embedder)
 
 
 def check_tools(opts: LagOptions) -> None:
@@ -186,7 +190,9 @@ def aigw_config(opts: LagOptions, upstream_port: int, port: int, admin_port: int
                       "chunk": {"upstream": "records", "path": "/records/{id}",
                                 "mapping": hit}}}},
         "pdpp": {"cursor_secret": secrets.token_hex(32), "refresh_seconds": 86400,
-                 "semantic": {"model": "demo-hash-256"},
+                 "semantic": {"embedder": {"provider": opts.embedder}},
+                 # a folder of this run's own: never an index a previous run left
+                 "index": {"path": tempfile.mkdtemp(prefix="aigw-index-lag-")},
                  "streams": {STREAM: stream_config(opts)}},
         "logging": {"level": "warning", "access_log": False},
     }

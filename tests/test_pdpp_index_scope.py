@@ -249,3 +249,34 @@ async def test_a_refresh_applies_what_changed_and_removes_what_vanished(
         await asyncio.sleep(0.3)
         assert await search("zebra") == ["r0007"]
     assert sorted(changed) == ["-r0010", "r0007"]  # nothing else rewritten
+
+
+async def test_a_hundred_subjects_of_a_shared_stream_cost_what_one_does(tmp_path: Path):
+    """RSS after one subject read (and searched) a 5,000-record stream, then 99 more."""
+    rows = [{"id": f"r{i:05d}", "title": f"Message {i}", "text": "Refunds and card payments. " * 20,
+             "updated_at": "2026-01-01T00:00:00Z"} for i in range(5_000)]
+
+    def legacy(request: UpstreamRequest) -> Reply:
+        return Reply.json({"data": rows, "paging": {"next": None}})
+
+    def rss() -> int:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+    config = scoped_config("/records")
+    config["pdpp"]["streams"]["messages"]["max_records"] = 10_000
+    config["auth"]["api_keys"]["keys"] = [key(f"subject-key-{i:04d}", f"subject-{i}", "owner")
+                                          for i in range(100)]
+    async with memory_gateway(config, tmp_path, {"legacy": legacy}) as gateway:
+        async def serve(subject: int) -> None:
+            for path in ("/v1/streams/messages/records?limit=10", "/v1/search?q=refunds"):
+                response = await gateway.client.get(
+                    path, headers={"X-API-Key": f"subject-key-{subject:04d}"})
+                assert response.status_code == 200, response.text
+
+        await serve(0)
+        one = rss()
+        for subject in range(1, 100):
+            await serve(subject)
+        hundred = rss()
+    assert hundred <= one * 1.10, (one, hundred)

@@ -264,7 +264,7 @@ async def test_records_outside_the_grant_do_not_sway_the_ranking(tmp_path):
         async def entry_for(_: object) -> Entry:
             return entry
 
-        ranked = await search.lexical("refund card", [access], [], entry_for, None, False)
+        ranked = await search.lexical("refund card", [access], [], entry_for, None, False, 10)
         return {found.record.key: found.score for found in ranked.hits}
 
     fields = frozenset({"id", "text"})

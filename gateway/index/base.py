@@ -26,7 +26,9 @@ class IndexedRecord:
     version: str  # changes when the record does
     data: dict[str, Any]  # the record as mapped (what a records page shows)
     texts: dict[str, str] = field(default_factory=dict)  # searchable field -> its text
-    vectors: dict[str, list[float]] = field(default_factory=dict)  # semantic field -> vector
+    # semantic field -> vector (any sequence of floats: an array('f') keeps one object, not
+    # one per number, which matters to the garbage collector at tens of thousands of records)
+    vectors: dict[str, Sequence[float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

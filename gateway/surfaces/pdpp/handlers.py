@@ -296,17 +296,18 @@ class PdppService:
         if semantic and self.pdpp.semantic is not None:
             ranked = await search.semantic(q, accesses, params.filters, entry_for,
                                            self.pdpp.semantic.min_similarity, settings.snippets,
-                                           self.pdpp.semantic.embedder)
+                                           self.pdpp.semantic.embedder, offset + limit)
         else:
             ranked = await search.lexical(q, accesses, params.filters, entry_for,
-                                          self._upstream_search(q, call), settings.snippets)
+                                          self._upstream_search(q, call), settings.snippets,
+                                          offset + limit)
         hits = ranked.hits[offset:offset + limit]
-        more = len(ranked.hits) > offset + limit
+        more = ranked.total > offset + limit
         now = _now()
         data = [render.search_result(h, self.pdpp.base_path, semantic, now) for h in hits]
         meta = request.meta(params)
         if not semantic:
-            meta.update(_recall(len(ranked.hits), ranked.truncated))
+            meta.update(_recall(ranked.total, ranked.truncated))
         url = f"{self.pdpp.base_path}/v1/search" + ("/semantic" if semantic else "")
         cursor = self.cursors.issue(binding, offset + limit) if more else None
         return render.json_response(render.page(url, data, cursor, meta), call.ctx.request_id,

@@ -9,6 +9,7 @@ thread (threads.py), never on the event loop."""
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -81,18 +82,18 @@ def indexed(stream: CompiledStream, records: Sequence[Record],
 
 
 def _vectors(stream: CompiledStream, records: Sequence[Record],
-             settings: EmbedderSettings) -> dict[str, dict[str, list[float]]]:
+             settings: EmbedderSettings) -> dict[str, dict[str, Sequence[float]]]:
     """record key -> semantic field -> vector, embedded in batches."""
     wanted = [(record.key, field, clip(value, settings)[0]) for record in records
               for field in stream.semantic_fields
               if isinstance(value := record.data.get(field), str) and value.strip()]
     embedder: Embedder = embedder_for(settings)
-    found: dict[str, dict[str, list[float]]] = {}
+    found: dict[str, dict[str, Sequence[float]]] = {}
     for start in range(0, len(wanted), EMBED_BATCH):
         batch = wanted[start:start + EMBED_BATCH]
         for (key, field, _), vector in zip(batch, embedder.embed([t for *_, t in batch]),
                                            strict=True):
-            found.setdefault(key, {})[field] = vector
+            found.setdefault(key, {})[field] = array("f", vector)
     return found
 
 

@@ -11,6 +11,7 @@ checked again by `Access.snippet`."""
 from __future__ import annotations
 
 import functools
+import heapq
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,12 +49,13 @@ class Found:
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    hits: list[Found]
+    hits: list[Found]  # the best `wanted`, best first
+    total: int  # every hit
     truncated: bool  # some stream's records were cut at max_records
 
 
 async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_for: EntryFor,
-                  upstream_search: UpstreamSearch, snippets: bool) -> Ranked:
+                  upstream_search: UpstreamSearch, snippets: bool, wanted: int) -> Ranked:
     terms = tokenize(q)
     found: list[Found] = []
     truncated = False
@@ -72,7 +74,8 @@ async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_f
             truncated |= _truncated(entry, access)
             found += await over_records(len(entry.snapshot.records), functools.partial(
                 _lexical_in_index, entry, access, terms, filters, snippets))
-    return Ranked(await over_records(len(found), lambda: _rank(found)), truncated)
+    return Ranked(await over_records(len(found), lambda: _rank(found, wanted)), len(found),
+                  truncated)
 
 
 def _lexical_in_index(entry: Entry, access: Access, terms: list[str], filters: list[Filter],
@@ -108,7 +111,8 @@ def _lexical_found(scored: list[tuple[int, dict[str, float]]], visible: dict[int
 
 
 async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_for: EntryFor,
-                   threshold: float, snippets: bool, embedder: EmbedderSettings) -> Ranked:
+                   threshold: float, snippets: bool, embedder: EmbedderSettings,
+                   wanted: int) -> Ranked:
     """Records near the query by the embedder's vectors (the query embedded off the loop;
     raises EmbeddingError when the embedder cannot)."""
     try:
@@ -128,7 +132,8 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
         truncated |= _truncated(entry, access)
         found += await over_records(len(entry.snapshot.records), functools.partial(
             _semantic_in_index, entry, access, query, filters, threshold, model))
-    return Ranked(await over_records(len(found), lambda: _rank(found)), truncated)
+    return Ranked(await over_records(len(found), lambda: _rank(found, wanted)), len(found),
+                  truncated)
 
 
 def _semantic_in_index(entry: Entry, access: Access, query: list[float], filters: list[Filter],
@@ -208,5 +213,9 @@ def _text(record: Record, field: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _rank(found: list[Found]) -> list[Found]:
-    return sorted(found, key=lambda f: (-f.score, f.access.stream.name, f.record.key))
+def _rank(found: list[Found], wanted: int) -> list[Found]:
+    """The best `wanted` hits, best first: a partial sort whose comparisons are Python code,
+    so a thread ranking tens of thousands of hits lets the event loop run between them (a
+    whole sort compares in C, holding the interpreter for as long as it takes)."""
+    return heapq.nsmallest(wanted, found, key=lambda f: (-f.score, f.access.stream.name,
+                                                         f.record.key))
