@@ -280,3 +280,29 @@ async def test_a_hundred_subjects_of_a_shared_stream_cost_what_one_does(tmp_path
             await serve(subject)
         hundred = rss()
     assert hundred <= one * 1.10, (one, hundred)
+
+
+async def test_a_request_during_a_first_read_is_told_the_stream_is_being_indexed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from gateway.surfaces.pdpp import store
+
+    monkeypatch.setattr(store, "FIRST_READ_WAIT", 0.2)
+    api = KeysetApi()
+
+    async def slow(request: UpstreamRequest) -> Reply:
+        await asyncio.sleep(0.5)
+        return api(request)
+
+    secret = next(iter(KEYS))
+    async with memory_gateway(scoped_config("/records"), tmp_path, {"legacy": slow}) as gateway:
+        async def read() -> Any:
+            return await gateway.client.get("/v1/streams/messages/records?limit=5",
+                                            headers={"X-API-Key": secret})
+
+        waiting = await read()
+        assert waiting.status_code == 503 and waiting.headers["retry-after"] == "5"
+        assert waiting.json()["error"]["code"] == "index_building"
+        assert (await read()).status_code == 503  # the same read goes on: no second one
+        await asyncio.sleep(2.0)
+        assert (await read()).status_code == 200
+    assert len(api.calls) == len(RECORDS) // 100 + 1

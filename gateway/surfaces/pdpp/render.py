@@ -26,6 +26,7 @@ _CODES = {
     "websocket_not_supported": "invalid_request",
     "request_too_large": "invalid_request",
 }
+_OWN_5XX = frozenset({"index_building"})  # the gateway's own state, not an upstream's detail
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
           404: "not_found_error", 405: "invalid_request_error", 410: "gone_error",
           413: "invalid_request_error", 429: "rate_limit_error"}
@@ -44,7 +45,7 @@ def error_response(error: GatewayError, request_id: str, version: str = "") -> R
     code = _CODES.get(error.code, error.code)
     if status == 401:
         code = "authentication_error"
-    if status >= 500:
+    if status >= 500 and code not in _OWN_5XX:
         code = "api_error"  # never the upstream's own detail
     body: dict[str, Any] = {"type": _TYPES.get(status, "api_error"), "code": code,
                             "message": error.message, "request_id": request_id}

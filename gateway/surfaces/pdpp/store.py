@@ -1,9 +1,11 @@
 """Records read from the legacy API and the gateway's own index of them (gateway.index), kept
 per stream (and per subject, for streams of each subject's own records).
 
-- A first read builds the index in a PDPP thread; a request waits only for that first read.
-  A gateway that restarts finds the index on disk (or in the shared database) and serves it
-  without reading the upstream.
+- A first read builds the index in a PDPP thread, in the background: a request waits for it
+  at most FIRST_READ_WAIT seconds, then is answered 503 `index_building` with a Retry-After
+  (never an empty answer that would pass for "nothing matches"). A gateway that restarts
+  finds the index on disk (or in the shared database) and serves it without reading the
+  upstream.
 - A copy older than `refresh_seconds` keeps serving while one refresh reads the upstream again
   in the background and applies what changed (by each record's version); a refresh that fails
   keeps the last good copy, marked stale (a log line, `aigw_index_refreshes_total`).
@@ -26,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from gateway.embeddings.config import EmbedderSettings
+from gateway.errors import GatewayError
 from gateway.index.base import SearchIndex
 from gateway.observability import INDEX_REFRESHES
 from gateway.surfaces.pdpp.config import SearchIndexSettings
@@ -37,6 +40,7 @@ from gateway.surfaces.pdpp.threads import in_thread
 Loader = Callable[[], Awaitable[tuple[list[Record], bool]]]
 Key = tuple[str, str]  # (stream, subject or "")
 MAX_ENTRIES = 512
+FIRST_READ_WAIT = 10.0  # seconds a request waits for a stream's first read and index
 log = logging.getLogger("aigw.pdpp")
 
 
@@ -72,8 +76,8 @@ class Store:
         self.embedder = embedder  # of semantic search, when served: records are embedded
         self.source = source  # where the streams are read from (the upstreams' URLs)
         self._entries: OrderedDict[Key, Entry] = OrderedDict()
-        self._locks: dict[Key, asyncio.Lock] = {}
         self._refreshing: dict[Key, asyncio.Task[None]] = {}
+        self._first_reads: dict[Key, asyncio.Task[Entry]] = {}
         self._holder = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
 
     async def entry(self, stream: CompiledStream, subject: str, load: Loader) -> Entry:
@@ -82,10 +86,7 @@ class Store:
         key = (stream.name, subject)
         found = self._entries.get(key)
         if found is None:
-            async with self._locks.setdefault(key, asyncio.Lock()):
-                found = self._entries.get(key)
-                if found is None:
-                    found = await self._keep(key, await self._first(stream, subject, load))
+            found = await self._first_read(key, stream, subject, load)
         self._entries.move_to_end(key)
         if time.monotonic() - found.taken >= self.refresh_seconds \
                 and key not in self._refreshing:
@@ -93,6 +94,30 @@ class Store:
             self._refreshing[key] = task
             task.add_done_callback(lambda _: self._refreshing.pop(key, None))
         return found
+
+    async def _first_read(self, key: Key, stream: CompiledStream, subject: str,
+                          load: Loader) -> Entry:
+        """The stream's first copy, read and indexed by one task every request waits for,
+        each at most FIRST_READ_WAIT seconds; a failure reaches every waiter, and the next
+        request tries again."""
+        task = self._first_reads.get(key)
+        if task is None:
+            async def first() -> Entry:
+                return await self._keep(key, await self._first(stream, subject, load))
+
+            task = self._first_reads[key] = asyncio.create_task(first())
+            task.add_done_callback(lambda done: self._first_read_done(key, done))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), FIRST_READ_WAIT)
+        except TimeoutError:
+            raise GatewayError(503, "index_building", "The stream is being read and indexed; "
+                               "try again shortly.", headers=(("retry-after", "5"),)) from None
+
+    def _first_read_done(self, key: Key, task: asyncio.Task[Entry]) -> None:
+        self._first_reads.pop(key, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("stream first read failed", extra={"fields": {
+                "stream": key[0], "error": type(task.exception()).__name__}})
 
     async def _first(self, stream: CompiledStream, subject: str, load: Loader) -> Entry:
         """The index as kept (after a restart, or another replica's), else a first read."""
@@ -146,7 +171,6 @@ class Store:
                 self.settings.subjects_max_bytes and self._subjects() > 1):
             old_key = next(k for k in self._entries if k[1] or len(self._entries) > MAX_ENTRIES)
             dropped.append(self._entries.pop(old_key))
-            self._locks.pop(old_key, None)
         for old in dropped:
             if old.index is not entry.index:
                 await in_thread(functools.partial(drop_index, self.settings, old.index))
@@ -160,9 +184,10 @@ class Store:
 
     async def aclose(self) -> None:
         """Stop the refreshes running and close the indexes (they stay on disk)."""
-        for task in list(self._refreshing.values()):
+        running = [*self._refreshing.values(), *self._first_reads.values()]
+        for task in running:
             task.cancel()
-        await asyncio.gather(*self._refreshing.values(), return_exceptions=True)
+        await asyncio.gather(*running, return_exceptions=True)
         indexes = {id(entry.index): entry.index for entry in self._entries.values()}
         for index in indexes.values():
             await in_thread(index.close)
