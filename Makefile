@@ -121,4 +121,4 @@ fuzz: install
 	$(BIN)/python bench/fuzz.py
 
 clean:
-	rm -rf $(VENV) .npm .datasette .pytest_cache .ruff_cache .mypy_cache *.egg-info
+	rm -rf $(VENV) .npm .datasette .pytest_cache .ruff_cache .mypy_cache *.egg-info .aigw/pdpp-index

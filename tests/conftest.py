@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import functools
+import os
 import ssl
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,10 @@ from processes import ROOT, Gateway, Process, free_port, start_backend, start_ec
 
 _create_ssl_context = httpx._transports.default.create_ssl_context
 
+
+# Gateways the tests start from the demo's or the examples' config files keep their PDPP
+# indexes in a folder of this run's own, not in the checkout's .aigw/.
+os.environ.setdefault("AIGW_INDEX_DIR", tempfile.mkdtemp(prefix="aigw-test-index-"))
 
 @functools.cache
 def _default_ssl_context() -> ssl.SSLContext:
