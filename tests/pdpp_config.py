@@ -28,6 +28,7 @@ def demo_pdpp(embedder: str = "hash") -> dict[str, Any]:
     demo = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
     pdpp = demo["pdpp"]
     pdpp.pop("cursor_secret")
+    pdpp.pop("index")  # `config` gives each gateway an index folder of its own
     if embedder != "wordllama":
         pdpp["semantic"]["embedder"] = {"provider": embedder}
     return pdpp

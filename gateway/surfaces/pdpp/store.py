@@ -170,10 +170,14 @@ class Store:
         while len(self._entries) > MAX_ENTRIES or (self._subject_bytes() > \
                 self.settings.subjects_max_bytes and self._subjects() > 1):
             old_key = next(k for k in self._entries if k[1] or len(self._entries) > MAX_ENTRIES)
-            dropped.append(self._entries.pop(old_key))
-        for old in dropped:
-            if old.index is not entry.index:
-                await in_thread(functools.partial(drop_index, self.settings, old.index))
+            dropped.append((old_key, self._entries.pop(old_key)))
+        for (_, subject), old in dropped:
+            if old.index is entry.index:
+                continue
+            # A subject's index goes with it; a stream's stays on disk for the next read.
+            close = functools.partial(drop_index, self.settings, old.index) if subject \
+                else old.index.close
+            await in_thread(close)
         return entry
 
     def _subject_bytes(self) -> int:
