@@ -44,7 +44,6 @@ import hashlib
 import math
 import re
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -56,13 +55,22 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.demo.data import Dataset, Record, generate, iso
+from gateway.demo.data import Dataset, Record, generate
+from gateway.demo.inputs import (
+    MAX_LIMIT,
+    ApiError,
+    category_field,
+    int_param,
+    json_object,
+    k_field,
+    since_param,
+    text_field,
+    vector_field,
+)
 from gateway.embeddings import Embedder, embedder_for
 from gateway.embeddings.config import WordLlamaSettings
 from gateway.embeddings.hashing import tokenize
 
-MAX_LIMIT = 100
-MAX_TEXT_CHARS = 20_000
 SNIPPET_CHARS = 200
 CLASSIFY_NEIGHBOURS = 7
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
@@ -73,14 +81,6 @@ class ORJSONResponse(Response):
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)
-
-
-class ApiError(Exception):
-    """An error reported to the client as ``{"message", "code"}``."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
 
 
 class KeywordIndex:
@@ -215,77 +215,6 @@ def _centre(request: Request) -> HelpCentre:
     return request.app.state.centre
 
 
-def _int_param(
-    request: Request, name: str, default: int, minimum: int, maximum: int | None = None
-) -> int:
-    raw = request.query_params.get(name)
-    try:
-        value = default if raw in (None, "") else int(raw)
-    except ValueError:
-        raise ApiError(400, "BAD_PARAM", f"{name} must be an integer") from None
-    if value < minimum:
-        raise ApiError(400, "BAD_PARAM", f"{name} must be at least {minimum}")
-    return value if maximum is None else min(value, maximum)
-
-
-def _since_param(request: Request) -> str | None:
-    raw = request.query_params.get("updated_since")
-    if not raw:
-        return None
-    try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
-        raise ApiError(400, "BAD_PARAM", "updated_since must be an ISO-8601 timestamp") from None
-    return iso(moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC))
-
-
-async def _json_object(request: Request) -> dict[str, Any]:
-    try:
-        body = orjson.loads(await request.body())
-    except orjson.JSONDecodeError:
-        body = None
-    if not isinstance(body, dict):
-        raise ApiError(400, "BAD_JSON", "Request body must be a JSON object")
-    return body
-
-
-def _text_field(body: dict[str, Any], name: str) -> str:
-    value = body.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise ApiError(400, "BAD_TEXT", f"{name} must be a non-empty string")
-    if len(value) > MAX_TEXT_CHARS:
-        raise ApiError(400, "BAD_TEXT", f"{name} is longer than {MAX_TEXT_CHARS} characters")
-    return value
-
-
-def _vector_field(body: dict[str, Any], dimensions: int) -> list[float]:
-    value = body.get("vector")
-    if (
-        not isinstance(value, list)
-        or len(value) != dimensions
-        or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-            for x in value
-        )
-    ):
-        raise ApiError(422, "BAD_VECTOR", f"vector must be a list of {dimensions} finite numbers")
-    return [float(x) for x in value]
-
-
-def _k_field(body: dict[str, Any]) -> int:
-    k = body.get("k", 10)
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ApiError(422, "BAD_PARAM", "k must be a positive integer")
-    return min(k, MAX_LIMIT)
-
-
-def _category_field(body: dict[str, Any]) -> str | None:
-    category = body.get("category")
-    if category is not None and not isinstance(category, str):
-        raise ApiError(422, "BAD_PARAM", "category must be a string")
-    return category
-
-
 async def health(request: Request) -> Response:
     return ORJSONResponse({"status": "ok", "articles": len(_centre(request).articles)})
 
@@ -294,8 +223,8 @@ async def search_articles(request: Request) -> Response:
     query = request.query_params.get("q", "").strip()
     if not query:
         raise ApiError(400, "BAD_QUERY", "q must be a non-empty search query")
-    limit = _int_param(request, "limit", 10, minimum=1, maximum=MAX_LIMIT)
-    offset = _int_param(request, "offset", 0, minimum=0)
+    limit = int_param(request, "limit", 10, minimum=1, maximum=MAX_LIMIT)
+    offset = int_param(request, "offset", 0, minimum=0)
     terms = tokenize(query)
     hits = _centre(request).search(terms, request.query_params.get("category") or None)
     items = [
@@ -315,10 +244,10 @@ async def search_articles(request: Request) -> Response:
 
 
 async def vector_search(request: Request) -> Response:
-    body = await _json_object(request)
+    body = await json_object(request)
     centre = _centre(request)
-    vector = _vector_field(body, centre.embedder.dimensions)
-    hits = centre.nearest(vector, _k_field(body), _category_field(body))
+    vector = vector_field(body, centre.embedder.dimensions)
+    hits = centre.nearest(vector, k_field(body), category_field(body))
     items = [
         {
             "id": article["id"],
@@ -335,16 +264,16 @@ async def vector_search(request: Request) -> Response:
 
 
 async def embed_text(request: Request) -> Response:
-    text = _text_field(await _json_object(request), "text")
+    text = text_field(await json_object(request), "text")
     embedder = _centre(request).embedder
     return ORJSONResponse({"model": embedder.model, "dimensions": embedder.dimensions,
                            "embedding": embedder.embed([text])[0]})
 
 
 async def list_articles(request: Request) -> Response:
-    page = _int_param(request, "page", 1, minimum=1)
-    per_page = _int_param(request, "per_page", 20, minimum=1, maximum=MAX_LIMIT)
-    since = _since_param(request)
+    page = int_param(request, "page", 1, minimum=1)
+    per_page = int_param(request, "per_page", 20, minimum=1, maximum=MAX_LIMIT)
+    since = since_param(request)
     matching = [a for a in _centre(request).articles if since is None or a["updated_at"] >= since]
     start = (page - 1) * per_page
     items = [_summary(article) for article in matching[start : start + per_page]]
@@ -362,7 +291,7 @@ async def get_article(request: Request) -> Response:
 async def list_messages(request: Request) -> Response:
     centre, user_id = _centre(request), request.path_params["user_id"]
     messages = centre.user_messages(user_id)
-    limit = _int_param(request, "limit", 20, minimum=1, maximum=MAX_LIMIT)
+    limit = int_param(request, "limit", 20, minimum=1, maximum=MAX_LIMIT)
     # The cursor is the id of the last message the client has already seen.
     cursor = request.query_params.get("cursor")
     if cursor and cursor not in centre.message_positions[user_id]:
@@ -384,17 +313,17 @@ async def get_message(request: Request) -> Response:
 
 
 async def summarize(request: Request) -> Response:
-    body = await _json_object(request)
+    body = await json_object(request)
     if "article_id" in body:
-        article = _centre(request).article(_text_field(body, "article_id"))
+        article = _centre(request).article(text_field(body, "article_id"))
         text, source_id = article["body"], article["id"]
     else:
-        text, source_id = _text_field(body, "text"), None
+        text, source_id = text_field(body, "text"), None
     return ORJSONResponse({"summary": summarize_text(text), "source_id": source_id})
 
 
 async def classify(request: Request) -> Response:
-    text = _text_field(await _json_object(request), "text")
+    text = text_field(await json_object(request), "text")
     if not tokenize(text):
         raise ApiError(400, "BAD_TEXT", "text has no words to classify")
     return ORJSONResponse(_centre(request).classify(text))
