@@ -7,14 +7,12 @@ database at `/debian` (`/debian/packages.json`, `/debian/changes.json`, ...)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from processes import ROOT, Process, free_port, wait_for_http
+from processes import ROOT, Process, free_port, script_module, wait_for_http
 
 EXAMPLE = ROOT / "examples" / "datasette"
 BINARY = ROOT / ".datasette" / "bin" / "datasette"
@@ -35,14 +33,7 @@ def tilde_encode(value: str) -> str:
 
 def build_db_module() -> ModuleType:
     """examples/datasette/build_db.py, which is a script beside the example, not a package."""
-    if "datasette_build_db" in sys.modules:
-        return sys.modules["datasette_build_db"]
-    spec = importlib.util.spec_from_file_location("datasette_build_db", EXAMPLE / "build_db.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return script_module(EXAMPLE / "build_db.py", "datasette_build_db")
 
 
 def write_database(directory: Path) -> tuple[Path, dict[str, list[dict[str, Any]]]]:

@@ -3,7 +3,6 @@ a database of this machine's Debian packages written by examples/json-server/dat
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sys
@@ -12,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import yaml
-from processes import ROOT, Process, free_port, wait_for_http
+from processes import ROOT, Process, free_port, script_module, wait_for_http
 
 EXAMPLE = ROOT / "examples" / "json-server"
 BINARY = ROOT / ".npm" / "node_modules" / ".bin" / "json-server"
@@ -21,14 +20,7 @@ VERSION = "0.17.4"
 
 def dataset_module() -> ModuleType:
     """examples/json-server/dataset.py, which is a script beside the example, not a package."""
-    if "json_server_dataset" in sys.modules:
-        return sys.modules["json_server_dataset"]
-    spec = importlib.util.spec_from_file_location("json_server_dataset", EXAMPLE / "dataset.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return script_module(EXAMPLE / "dataset.py", "json_server_dataset")
 
 
 def write_database(path: Path) -> dict[str, list[dict[str, Any]]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
@@ -13,6 +14,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import IO, Any
 
 import httpx
@@ -158,3 +160,15 @@ def counting_http_server(body: bytes, content_type: str) -> Iterator[tuple[str, 
     finally:
         server.shutdown()
         server.server_close()
+
+
+def script_module(path: Path, name: str) -> ModuleType:
+    """A script beside an example (not a package) imported as module `name`, once."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
