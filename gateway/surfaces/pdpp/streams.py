@@ -243,8 +243,9 @@ async def search_upstream(stream: CompiledStream, values: FieldSearch,
     items = await read(stream.lexical_op, values)
     tally: Tally = Counter()
     found: dict[str, Record] = {}
-    for item in items:
-        record = stream.record(item, tally)
+    # up to max_items (1,000 and more) mapped as a records page is: off the loop when many
+    for record in await over_records(4 * len(items),
+                                     functools.partial(_records, stream, items, tally)):
         if record is not None:
             found.setdefault(record.key, record)
     report(stream.name, tally)
