@@ -61,21 +61,24 @@ class GatewayApp:
             return
         await self._http(as_http_scope(scope), *channel)
 
-    async def _http(self, scope: Scope, receive: Any, send: Any) -> None:
-        generation = self.runtime.current
+    async def _http(self, scope: Scope, receive: Any, send: Any, *,
+                    outer: Exchange | None = None) -> None:
+        generation = self.runtime.current if outer is None else outer.generation
         generation.enter()
         peer = scope["client"][0] if scope.get("client") else ""
         trusted = is_trusted(peer, generation.trusted_networks)
         ctx = RequestContext(
-            request_id_from(scope["headers"], trusted), scope["method"], scope["path"],
+            request_id_from(scope["headers"], trusted) if outer is None else _inner_id(outer),
+            scope["method"], scope["path"],
             client_address(peer, scope["headers"], generation.trusted_networks),
         )
+        if outer is not None:
+            ctx.parent = outer.request_id
         tagged_send = _tagging_send(send, ctx, generation)
         if has_body(scope["headers"]):
             listen = generation.settings.listen
             receive = timed_receive(receive, listen.body_idle_timeout, listen.body_timeout)
-        span = tracing.request_span(ctx.method, scope, trusted, _span_start(ctx, scope)) \
-            if tracing.enabled() else tracing.OFF
+        span = _request_span(ctx, scope, trusted, outer) if tracing.enabled() else tracing.OFF
         with span:
             try:
                 await self._handle(generation, ctx, scope, receive, tagged_send, trusted)
@@ -99,6 +102,11 @@ class GatewayApp:
                 if tracing.enabled():
                     tracing.finish_request(*_span_end(ctx))
 
+    async def _serve_inner(self, outer: Exchange, scope: Scope, receive: Any, send: Any) -> None:
+        """An inner request (gateway.inner): served as one from the network, for `outer`'s
+        caller, with `outer`'s config generation."""
+        await self._http(scope, receive, send, outer=outer)
+
     async def _handle(self, generation: Generation, ctx: RequestContext, scope: Scope,
                       receive: Any, send: Any, trusted: bool) -> None:
         path = scope["path"]
@@ -113,7 +121,8 @@ class GatewayApp:
             return
         if owner is not None:
             ctx.surface = owner.name
-        exchange = Exchange(Request(scope, receive, send), ctx, generation)
+        exchange = Exchange(Request(scope, receive, send), ctx, generation,
+                            serve_inner=self._serve_inner)
         refusal = _refusal(generation, scope, forwarded=False)
         if refusal is not None:
             await answer_error(owner, refusal, exchange, send)
@@ -196,6 +205,21 @@ def _tagging_send(send: Any, ctx: RequestContext, generation: Generation) -> Any
         await send(message)
 
     return tagged
+
+
+def _inner_id(outer: Exchange) -> str:
+    """An inner request's id: its outer request's, with the inner request's number."""
+    outer.ctx.inner_requests += 1
+    return f"{outer.request_id[:120]}.{outer.ctx.inner_requests}"
+
+
+def _request_span(ctx: RequestContext, scope: Scope, trusted: bool,
+                  outer: Exchange | None) -> Any:
+    """The request's span: a server span, or for an inner request a child of its outer one."""
+    attributes = _span_start(ctx, scope)
+    if outer is None:
+        return tracing.request_span(ctx.method, scope, trusted, attributes)
+    return tracing.span(ctx.method, {**attributes, "aigw.parent_request_id": outer.request_id})
 
 
 def _span_start(ctx: RequestContext, scope: Scope) -> dict[str, Any]:

@@ -55,3 +55,6 @@ class RequestContext:
     # The identity headers upstream calls carry, and the principal they were made for: made
     # once a request, not once a call (a search may make a dozen).
     upstream_identity: tuple[Principal, RawHeaders] | None = None
+    # An inner request (gateway.inner) names the request it serves inside; that one counts them.
+    parent: str | None = None
+    inner_requests: int = 0

@@ -20,6 +20,7 @@ from gateway.context import RequestContext
 from gateway.model import Principal
 
 if TYPE_CHECKING:
+    from gateway.inner import Serve
     from gateway.pipeline import Pipeline
     from gateway.runtime import Generation
     from gateway.settings import Settings
@@ -32,6 +33,7 @@ class Exchange:
     generation: Generation  # the config this request started with, whatever reloads follow
     surface_state: object | None = None  # the owning surface's own notes for its answers
     body: bytes | None = None  # read by admission, for routes whose signature covers it
+    serve_inner: Serve | None = None  # how the app serves this caller's inner requests
 
     @property
     def principal(self) -> Principal:

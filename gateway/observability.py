@@ -194,6 +194,8 @@ def access_record(ctx: RequestContext, elapsed: float) -> dict[str, Any]:
             record["upstream_ms"] = round(ctx.upstream_seconds * 1000, 3)
     if ctx.error_code is not None:
         record["error"] = ctx.error_code
+    if ctx.parent is not None:
+        record["parent_request_id"] = ctx.parent
     ids = tracing.current_ids()
     if ids is not None:
         record["trace_id"], record["span_id"] = ids
