@@ -6,6 +6,7 @@ Spec surfaces contribute theirs through their mounts; every one is public.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gateway import openapi, registry
@@ -14,9 +15,11 @@ from gateway.policy.bundle import PolicyBundle
 from gateway.settings import Settings
 
 
-def core_documents(settings: Settings,
-                   bundle: PolicyBundle | None = None) -> dict[str, StaticDocument]:
-    """The documents; `bundle` gives the route rules (default: `auth.routes` alone)."""
+def core_documents(settings: Settings, bundle: PolicyBundle | None = None,
+                   own_resources: Sequence[str] = ()) -> dict[str, StaticDocument]:
+    """The documents; `bundle` gives the route rules (default: `auth.routes` alone), and
+    `own_resources` the path prefixes that are protected resources of their own (each gets its
+    metadata document at the well-known path with its own path appended)."""
     fragments = (surface.openapi(settings) for surface in registry.surfaces())
     route_rules = bundle.of_kind("route") if bundle is not None else None
     documents = {openapi.PATH: StaticDocument(
@@ -25,6 +28,7 @@ def core_documents(settings: Settings,
         return documents
     from gateway.auth.metadata import (
         metadata_paths,
+        own_resource,
         protected_resource_metadata,
         resource_identifier,
     )
@@ -37,7 +41,12 @@ def core_documents(settings: Settings,
     for surface in registry.surfaces():
         metadata = merge_members(metadata, surface.resource_metadata(settings))
     document = StaticDocument("oauth-protected-resource", metadata)
-    return {**documents, **dict.fromkeys(metadata_paths(resource), document)}
+    documents.update(dict.fromkeys(metadata_paths(resource), document))
+    for path in own_resources:
+        own = own_resource(resource, path)
+        documents[metadata_paths(own)[-1]] = StaticDocument(
+            "oauth-protected-resource", {**metadata, "resource": own})
+    return documents
 
 
 def merge_members(document: dict[str, Any], members: dict[str, Any]) -> dict[str, Any]:

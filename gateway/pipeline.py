@@ -53,6 +53,9 @@ class Authenticator(Protocol):
     async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal | Decision:
         """The caller's principal, or a denial."""
 
+    def admits(self, principal: Principal, path: str, method: str) -> bool:
+        """Whether the route rules let `principal` use `method path`."""
+
     async def aclose(self) -> None: ...
 
 
@@ -104,6 +107,9 @@ class AnonymousAuthenticator:
 
     async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal:
         return ANONYMOUS
+
+    def admits(self, principal: Principal, path: str, method: str) -> bool:
+        return True
 
     async def aclose(self) -> None:
         pass
@@ -223,12 +229,14 @@ class Pipeline:
         resources: dict[str, Any] | None = None, failure_store: Any = None,
         targets: Mapping[str, ProxyTarget] | None = None,
         *, egress: Mapping[str, EgressClient] | None = None, urls: UpstreamUrls | None = None,
+        own_resources: Sequence[str] = (),
     ) -> Pipeline:
         """The stages a config asks for; `storage` is the rate-limit store to count in,
         `resources` the surfaces' collections and streams the policy decides on,
         `failure_store` the `limits` storage failed authentications are counted in, and
         `targets` the upstreams operations are called on, `egress` each surface's client for
-        URLs its clients registered, and `urls` what upstream URLs become in surface answers."""
+        URLs its clients registered, `urls` what upstream URLs become in surface answers, and
+        `own_resources` the path prefixes that are protected resources of their own."""
         settings = loaded.settings
         authenticator = limiter = None
         from gateway.policy.engine import PolicyEngine
@@ -237,10 +245,11 @@ class Pipeline:
         policy = PolicyEngine(resources or {}, loaded.bundle)
         if settings.auth is not None:
             from gateway.auth.authenticator import Authenticator as BearerAuthenticator
-            from gateway.auth.metadata import metadata_url, resource_identifier
+            from gateway.auth.metadata import MetadataUrls, resource_identifier
 
             resource = resource_identifier(settings.auth, settings.public_base_url)
-            authenticator = BearerAuthenticator(settings.auth, metadata_url(resource),
+            metadata = MetadataUrls(resource, tuple(own_resources))
+            authenticator = BearerAuthenticator(settings.auth, metadata,
                                                 public_paths, loaded.bundle, failure_store)
         if settings.rate_limits is not None and settings.rate_limits.rules:
             from gateway.ratelimit.limiter import Limiter
@@ -353,6 +362,11 @@ class Pipeline:
             allowed = self.policy.permitted(exchange.ctx, asks, removes)
             tracing.annotate({"aigw.policy.denied": allowed.count(False)})
         return allowed
+
+    def admits(self, exchange: Exchange, method: str, path: str) -> bool:
+        """Whether the route rules would admit this request's caller to `method path`: what a
+        surface that wraps other routes (gateway.inner) offers the caller."""
+        return self.authenticator.admits(exchange.principal, path, method)
 
     def calls(self, exchange: Exchange) -> Calls:
         """The upstream calls the endpoint of the surface owning this request may make."""

@@ -65,7 +65,9 @@ class Generation:
         )
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
         self.mounts = _mount_surfaces(loaded, lease)
-        self.owners = PathOwners(self.mounts, core_documents(settings, loaded.bundle))
+        own_resources = [path for mount in self.mounts for path in mount.own_resources]
+        self.owners = PathOwners(self.mounts,
+                                 core_documents(settings, loaded.bundle, own_resources))
         self.resources = {name: resource for mount in self.mounts
                           for name, resource in mount.resources.items()}
         # Discovery stays public whatever the route rules say.
@@ -78,7 +80,8 @@ class Generation:
         self.pipeline = Pipeline.from_config(loaded, public, _counter(loaded, lease),
                                              self.resources, _failure_store(loaded, lease),
                                              self.targets, egress=_egress(self.mounts, lease),
-                                             urls=_upstream_urls(settings, self.owners))
+                                             urls=_upstream_urls(settings, self.owners),
+                                             own_resources=own_resources)
         self.revision = loaded.bundle.revision if loaded.bundle is not None else "none"
         self.active = 0
         self.retired = False

@@ -112,6 +112,10 @@ class Mount:
     # Rules for calls to URLs its clients registered: the runtime builds the locked-down
     # client (gateway.upstream.egress) and the pipeline hands it to requests (`calls`).
     egress: Egress | None = None
+    # Path prefixes that are OAuth protected resources of their own (an agent protocol's endpoint,
+    # the resource its clients ask tokens for): the core serves each one's RFC 9728 metadata at
+    # the well-known path with the prefix appended, and its 401s point there.
+    own_resources: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.prefixes:

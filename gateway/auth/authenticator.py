@@ -18,6 +18,7 @@ from gateway.auth.failures import FailureLimiter, TooManyFailures
 from gateway.auth.grants import GrantError
 from gateway.auth.introspection import IntrospectionUnavailable, Introspector
 from gateway.auth.jwt_verifier import InvalidToken, JwtVerifier, NotOurs
+from gateway.auth.metadata import MetadataUrls
 from gateway.auth.principals import ClaimsError, principal_from_claims
 from gateway.auth.routes import Access, RouteTable
 from gateway.context import RequestContext
@@ -32,12 +33,12 @@ _POLICY_REFUSALS = ("missing_credentials", "insufficient_scope")
 
 
 class Authenticator:
-    def __init__(self, auth: Auth, metadata_url: str, public_paths: frozenset[str],
+    def __init__(self, auth: Auth, metadata: MetadataUrls, public_paths: frozenset[str],
                  bundle: PolicyBundle | None = None, failure_store: Any = None) -> None:
         self.auth = auth
         rules = bundle.of_kind("route", shadow=True) if bundle is not None else None
         self.routes = RouteTable(auth, public_paths, rules)
-        self._metadata_url = metadata_url
+        self._metadata = metadata
         self._http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
         self._jwt = JwtVerifier(auth.issuers, self._http) if auth.issuers else None
         self._introspector = Introspector(auth.introspection) if auth.introspection else None
@@ -51,6 +52,10 @@ class Authenticator:
         outcome = await self._authenticate(ctx, scope, access)
         self._note(ctx, access, outcome)
         return outcome
+
+    def admits(self, principal: Principal, path: str, method: str) -> bool:
+        access = self.routes.access(path, method)
+        return access.public or (not principal.is_anonymous and access.scopes <= principal.scopes)
 
     def _note(self, ctx: RequestContext, access: Access, outcome: Principal | Decision) -> None:
         """Record the route decision: not for discovery documents (no rule governs them) nor
@@ -73,7 +78,8 @@ class Authenticator:
         try:
             credential = extract(scope, self.auth, self.api_keys.header if self.api_keys else None)
             if credential is None:
-                return ANONYMOUS if access.public else self._refuse(401, "missing_credentials")
+                return ANONYMOUS if access.public else \
+                    self._refuse(401, "missing_credentials", path=ctx.path)
             tracing.annotate({"aigw.auth.credential": credential.kind})
             principal = await self._resolve(ctx.client, credential)
         except BadCredentials as exc:
@@ -86,11 +92,12 @@ class Authenticator:
             return self._too_many_failures(exc.retry_after)
         except IntrospectionUnavailable:
             return self._refuse(503, "auth_unavailable",
-                                "The token could not be checked right now; retry later.")
+                                "The token could not be checked right now; retry later.",
+                                path=ctx.path)
         if not access.public and not access.scopes <= principal.scopes:
             return self._refuse(403, "insufficient_scope",
                                 "The token lacks a scope this route requires.",
-                                scope=" ".join(sorted(access.scopes)))
+                                scope=" ".join(sorted(access.scopes)), path=ctx.path)
         return principal
 
     async def _resolve(self, address: str, credential: Credential) -> Principal:
@@ -154,7 +161,7 @@ class Authenticator:
         """A credential that did not authenticate: counted against the caller's address."""
         if self._failures is not None:
             await self._failures.record(ctx.client)
-        return self._refuse(status, code, description)
+        return self._refuse(status, code, description, path=ctx.path)
 
     def _too_many_failures(self, retry_after: int) -> Decision:
         AUTH_FAILURES.labels("rate_limited").inc()
@@ -163,13 +170,14 @@ class Authenticator:
                     {"reason": "auth_failures"})
 
     def _refuse(self, status: int, code: str, description: str | None = None,
-                scope: str | None = None) -> Decision:
+                scope: str | None = None, *, path: str) -> Decision:
         AUTH_FAILURES.labels(code).inc()
-        headers = (("www-authenticate", self._challenge(code, description, scope)),) \
+        headers = (("www-authenticate", self._challenge(code, description, scope, path)),) \
             if status in (401, 403) else ()
         return deny(status, code, description or "Authentication is required.", headers)
 
-    def _challenge(self, code: str, description: str | None, scope: str | None) -> str:
+    def _challenge(self, code: str, description: str | None, scope: str | None,
+                   path: str) -> str:
         params = [f'realm="{self.auth.realm}"']
         if code in ("invalid_request", "invalid_token", "insufficient_scope"):
             params.append(f'error="{code}"')
@@ -177,7 +185,7 @@ class Authenticator:
             params.append(f'error_description="{description}"')
         if scope:
             params.append(f'scope="{scope}"')
-        params.append(f'resource_metadata="{self._metadata_url}"')
+        params.append(f'resource_metadata="{self._metadata.url_for(path)}"')
         return "Bearer " + ", ".join(params)
 
     async def aclose(self) -> None:

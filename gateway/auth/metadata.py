@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +28,29 @@ def metadata_paths(resource: str) -> list[str]:
 def metadata_url(resource: str) -> str:
     parts = urlsplit(resource)
     return f"{parts.scheme}://{parts.netloc}{metadata_paths(resource)[-1]}"
+
+
+def own_resource(resource: str, path: str) -> str:
+    """The identifier of a resource of its own at `path` of the gateway's origin (RFC 9728
+    §3.1): an agent protocol's endpoint, say, that its clients ask tokens for."""
+    parts = urlsplit(resource)
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataUrls:
+    """Where a path's protected-resource metadata is: that of the resource of its own the path
+    falls under (the longest such prefix), else the gateway's."""
+
+    resource: str  # the gateway's identifier
+    own_paths: Sequence[str] = ()  # path prefixes that are resources of their own
+
+    def url_for(self, path: str) -> str:
+        owning = [own for own in self.own_paths
+                  if path == own or path.startswith(own.rstrip("/") + "/")]
+        if not owning:
+            return metadata_url(self.resource)
+        return metadata_url(own_resource(self.resource, max(owning, key=len)))
 
 
 def protected_resource_metadata(auth: Auth, resource: str, scopes: set[str]) -> dict[str, Any]:
