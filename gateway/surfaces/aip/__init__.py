@@ -29,10 +29,14 @@ class AipPlugin(Surface):
         return [Capability(
             id="aip_retrieve", method="POST", endpoint=aip.retrieve_path,
             description="Retrieve licensed content chunks with citations for an intent (AIP 0.1).",
-            params={"request_id": "string, required — the caller's id for this request",
+            params={"aip_version": 'string, required — the protocol version: "0.1"',
+                    "request_id": "string, required — the caller's id for this request",
+                    "timestamp": "string, required — when the request was made (RFC 3339)",
+                    "platform": "object, required — id of the calling platform",
                     "intent": "object, required — domain, subdomain, ...",
-                    "runtime": "object, required — query_text, max_chunks, max_tokens",
-                    "platform": "object, required — id of the calling platform"},
+                    "context": "object, required — language, placement, ...",
+                    "runtime": "object, required — session_id, turn_index, query_text, "
+                               "max_chunks, max_tokens"},
             returns="status ok|denied|error, content.chunks[] {id, text, token_count}, "
                     "citations[], limits_applied",
         )]
