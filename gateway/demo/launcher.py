@@ -75,6 +75,19 @@ access events it recorded:
        --body {aip_body})   # 200
   {aigw} aip events --config {config} --limit 3
 
+MCP: the same surfaces as tools for agents (JSON-RPC 2.0 over streamable HTTP at /mcp, and
+/mcp/aidre, /mcp/pdpp, ... per surface); tools/list, then a tool call, which goes through the
+route it wraps (here AIDRE search):
+  curl -s -X POST '{public}/mcp' -H 'content-type: application/json' \
+       -H 'accept: application/json, text/event-stream' \
+       -d '{{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}'   # 401: no token
+  curl -s -X POST '{public}/mcp' -H 'content-type: application/json' \
+       -H 'accept: application/json, text/event-stream' \
+       -H "Authorization: Bearer $({aigw} token --config {config} --scope articles:read)" \
+       -d '{{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {{"name": \
+       "aidre_search", "arguments": {{"query": "refund for a damaged item", "top_k": 2}}}}}}' \
+       # 200
+
 Ctrl-C stops everything.
 """
 
