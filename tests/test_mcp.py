@@ -33,6 +33,9 @@ def demo_config(backend: str, idp_url: str) -> dict[str, Any]:
     config["auth"]["issuers"] = [{"issuer": ISSUER, "jwks_uri": idp_url + "/jwks",
                                   "audiences": [AUDIENCE]}]
     config["auth"].pop("introspection", None)
+    # Finding agents needs a scope here, so that a caller without it is not offered the tool.
+    config["auth"]["routes"] = [{"path": "/agents/search", "methods": ["POST"],
+                                 "scopes": ["agents:find"]}]
     config["pdpp"] = demo_pdpp()
     config["aip"].pop("signing", None)
     config["mcp"] = {"allowed_hosts": ["127.0.0.1:*"]}
@@ -86,7 +89,7 @@ def test_initialize_and_list_tools_generated_from_the_config(gateway):
     async def both(client: Client) -> tuple[Any, Any]:
         return client.server_info if hasattr(client, "server_info") else None, \
             await client.list_tools()
-    _, listed = run(gateway.url + "/mcp", both, token("articles:read tasks:run"))
+    _, listed = run(gateway.url + "/mcp", both, token("articles:read agents:find"))
     tools = {tool.name: tool for tool in listed.tools}
     assert {"aidre_search", "aidre_chunk", "aip_retrieve", "aidip_list_agents",
             "aidip_search_agents", "aidip_invoke_agent", "pdpp_query_records", "pdpp_search",
@@ -123,7 +126,8 @@ def test_capability_tools_aip_and_aidip(gateway):
         token())
     assert not retrieved.is_error, retrieved.content
     assert retrieved.structured_content["status"] == "ok"
-    agents = call(gateway, "/mcp", "aidip_search_agents", {"query": "classify"}, token())
+    agents = call(gateway, "/mcp", "aidip_search_agents", {"query": "classify"},
+                  token("articles:read agents:find"))
     assert not agents.is_error, agents.content
     invoked = call(gateway, "/mcp", "aidip_invoke_agent",
                    {"id": "classifier", "body": {"text": "I was charged twice"}},
@@ -140,6 +144,16 @@ def test_a_denied_call_is_a_tool_error_with_the_surface_code(gateway):
     error = denied.structured_content["error"]
     assert error["status"] == 403 and error["code"] and error["request_id"]
     assert error["code"] in denied.content[0].text
+
+
+def test_a_tool_the_caller_may_not_use_is_not_listed(gateway):
+    assert "aidip_search_agents" not in tool_names(gateway, "/mcp", token("articles:read"))
+    assert "aidip_search_agents" in tool_names(gateway, "/mcp", token("agents:find"))
+    refused = call(gateway, "/mcp", "aidip_search_agents", {"query": "classify"},
+                   token("articles:read"))  # called all the same: the route refuses it
+    assert refused.is_error
+    # In AIDIP's own dialect: the surface's stable code, as over HTTP.
+    assert refused.structured_content["error"]["code"] == "Forbidden"
 
 
 def test_invalid_arguments_are_a_tool_error(gateway):

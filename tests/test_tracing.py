@@ -231,3 +231,37 @@ def _eventually(check, timeout: float = 15.0) -> None:
             return
         time.sleep(0.1)
     raise AssertionError("condition not met in time")
+
+
+def test_an_mcp_tool_call_is_traced_as_mcp_with_the_wrapped_request_inside(
+        echo: str, receiver: Receiver, gateway_factory):
+    config = passthrough_config(echo, receiver.url)
+    config["service"] = {"name": "Traced API", "description": "A legacy API, traced."}
+    config["ai_endpoint"] = {"capabilities": [{
+        "id": "echo_items", "description": "Items of the legacy API.", "endpoint": "/echo/items",
+        "method": "GET", "params": {"q": "string, optional — what to look for"}}]}
+    config["mcp"] = {"allowed_hosts": ["127.0.0.1:*"]}
+    gateway = gateway_factory(config)
+    response = httpx.post(gateway.url + "/mcp", headers={
+        "x-api-key": API_KEY, "accept": "application/json, text/event-stream"}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "echo_items", "arguments": {"q": "api-key-free"}}})
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert not result["isError"], result
+    echoed = result["structuredContent"]
+    assert (echoed["raw_path"], echoed["query"]) == ("/echo/items", "q=api-key-free")
+    sent = {name for name, _ in echoed["headers"]}
+    assert not sent & {"x-api-key", "mcp-protocol-version", "mcp-session-id"}
+    outer_id = response.headers["x-request-id"]
+    spans = receiver.trace(outer_id)
+    server = by_name(spans, "POST /mcp", "server")
+    assert server.attributes["aigw.surface"] == "mcp"
+    [inner] = [span for span in spans if span.attributes.get("aigw.parent_request_id")]
+    assert inner.attributes["aigw.parent_request_id"] == outer_id
+    assert inner.attributes["aigw.request_id"] == f"{outer_id}.1"
+    assert inner.attributes["aigw.surface"] == "passthrough"
+    assert inner.attributes["http.response.status_code"] == 200
+    assert {span.name for span in children(spans, inner)} >= {"aigw.authenticate", "GET"}
+    assert access_line(gateway, f"{outer_id}.1")["parent_request_id"] == outer_id
+    assert API_KEY not in every_value(spans)

@@ -58,7 +58,7 @@ def _label(outcome: Outcome, ask: Ask) -> str:
 def log_record(ctx: RequestContext, revision: str, subjects: str) -> dict[str, Any]:
     """The decision-log line of a request: the deciding decision first, then all of them."""
     final = next((d for d in ctx.decisions if d.outcome.effect == "deny"), ctx.decisions[-1])
-    return {
+    record = {
         "type": "decision", "ts": time.time(), "decision_id": ctx.decision_id,
         "request_id": ctx.request_id, "revision": revision, "surface": final.surface,
         "kind": final.ask.kind, "resource": final.ask.resource,
@@ -67,6 +67,9 @@ def log_record(ctx: RequestContext, revision: str, subjects: str) -> dict[str, A
         "fields_removed": sorted({f for d in ctx.decisions for f in d.removed}),
         "decisions": [_entry(d) for d in ctx.decisions],
     }
+    if ctx.parent is not None:  # an inner request: the request (a tool call, say) it served
+        record["parent_request_id"] = ctx.parent
+    return record
 
 
 def _entry(decision: Noted) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from urllib.parse import urlsplit
 
+from gateway.capability import Capability
 from gateway.surface import Mount, MountContext, SurfaceRoute
 from gateway.surfaces.mcp.capabilities import capability_tools
 from gateway.surfaces.mcp.config import Mcp
@@ -30,10 +31,18 @@ from gateway.surfaces.mcp.tools import McpTool
 _METHODS = ["POST", "GET", "DELETE"]
 
 
+def listed_capabilities(context: MountContext) -> list[Capability]:
+    """Every capability the `/.well-known/ai` document lists: those the config declares in
+    its `ai_endpoint` section, and every surface's."""
+    section = getattr(context.settings, "ai_endpoint", None)
+    declared = list(section.capabilities) if section is not None and section.enabled else []
+    return list({c.id: c for c in [*declared, *context.capabilities]}.values())
+
+
 def endpoint_tools(mcp: Mcp, context: MountContext) -> dict[str, list[McpTool]]:
     """The tools of each endpoint, by path."""
     settings = context.settings
-    by_capability = capability_tools(context.capabilities, mcp.path)
+    by_capability = capability_tools(listed_capabilities(context), mcp.path)
     pdpp = pdpp_tools(getattr(settings, "pdpp", None), settings.public_base_url)
     endpoints = {mcp.path: by_capability + [
         dataclasses.replace(tool, name=f"pdpp_{tool.name}") for tool in pdpp]}
