@@ -3,6 +3,7 @@ aigw (a process) -> the demo backend / the echo upstream (processes); tokens fro
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -204,7 +205,8 @@ async def test_an_invalid_input_is_invalid_params_naming_the_field(gateway, idp)
         assert isinstance(unnamed, InvalidParamsError) and "skill" in str(unnamed)
         assert unnamed.data["errors"][0]["field"] == "metadata.skill"
         named = await answer(client, message(new_data_part({"text": "x", "n": 5}), skill="echo"))
-    assert named["body"] == '{"text":"x","n":5}'  # a whole number stays one
+    sent = json.loads(named["body"])  # what the agent received
+    assert sent == {"text": "x", "n": 5} and isinstance(sent["n"], int)  # not 5.0
 
 
 async def test_an_unknown_or_hidden_agent_is_not_found(gateway):
