@@ -98,12 +98,17 @@ def start_backend(logs: Path) -> tuple[Process, str]:
 class Gateway:
     """`aigw run` in its own process, with its config file written from a dict."""
 
-    def __init__(self, config: dict[str, Any], workdir: Path, args: tuple[str, ...] = ()) -> None:
+    def __init__(self, config: dict[str, Any], workdir: Path, args: tuple[str, ...] = (), *,
+                 public: bool = False) -> None:
+        """`public`: its public_base_url is its own URL (for clients that follow the URLs its
+        documents give, such as A2A clients)."""
         self.port = free_port()
         self.admin_port = free_port()
         listen = {**config.get("listen", {}), "host": "127.0.0.1", "port": self.port}
         config = {**config, "listen": listen,
                   "admin": {"host": "127.0.0.1", "port": self.admin_port}}
+        if public:
+            config["public_base_url"] = f"http://127.0.0.1:{self.port}"
         config.setdefault("reload", {"interval": 0.2})
         self.config_path = workdir / f"gateway-{self.port}.yaml"
         self.write_config(config)

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from a2a_cards import assert_valid_a2a_card
 from aidip_config import (
     SECRET,
     SECRET_HEADER,
@@ -658,49 +659,22 @@ def test_405_allow_lists_every_method_served_at_the_path(gateway: Gateway):
 # --------------------------------------------------------------------------- A2A cards
 
 
-def _missing_required(message: Any, where: str = "") -> list[str]:
-    """REQUIRED fields (google.api.field_behavior) left empty, anywhere in the message."""
-    from google.api import field_behavior_pb2
-
-    missing = []
-    for field in message.DESCRIPTOR.fields:
-        behaviours = field.GetOptions().Extensions[field_behavior_pb2.field_behavior]
-        value = getattr(message, field.name)
-        is_repeated = field.is_repeated
-        if field_behavior_pb2.REQUIRED in behaviours and (
-                (is_repeated and len(value) == 0)
-                or (not is_repeated and field.message_type is not None
-                    and not message.HasField(field.name))
-                or (not is_repeated and field.message_type is None and value in ("", 0))):
-            missing.append(where + field.name)
-        if field.message_type is not None and not field.message_type.GetOptions().map_entry:
-            present = value if is_repeated else [value] if message.HasField(field.name) else []
-            for index, item in enumerate(present):
-                missing += _missing_required(item, f"{where}{field.name}[{index}].")
-    return missing
-
-
-def assert_valid_a2a_card(card: dict) -> None:
-    from a2a.client.card_resolver import parse_agent_card
-    from a2a.types import AgentCard
-    from google.protobuf.json_format import ParseDict
-
-    strict = ParseDict(card, AgentCard(), ignore_unknown_fields=False)  # no unknown member
-    assert _missing_required(strict) == []
-    assert parse_agent_card(dict(card)).name == card["name"]  # what an A2A client does
-
-
 def test_the_registry_reads_as_a2a_agent_cards(gateway: Gateway):
     card = httpx.get(gateway.url + "/.well-known/agent-card.json").json()
     assert_valid_a2a_card(card)
     skills = [skill["id"] for skill in card["skills"]]
     assert "classifier" in skills and "partner-only" not in skills
-    assert card["supportedInterfaces"][0]["url"] == "https://gw.example.com/agents"
+    assert [(i["protocolBinding"], i["url"]) for i in card["supportedInterfaces"]] == [
+        ("JSONRPC", "https://gw.example.com/agents/a2a"),
+        ("AIDIP", "https://gw.example.com/agents")]
     assert card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"] == "X-API-Key"
     agent_card = call(gateway, "GET", "/agents/classifier/agent-card.json").json()
     assert_valid_a2a_card(agent_card)
-    assert agent_card["supportedInterfaces"][0]["url"] == \
-        "https://gw.example.com/agents/classifier/invoke"
+    assert [(i["protocolBinding"], i["url"]) for i in agent_card["supportedInterfaces"]] == [
+        ("JSONRPC", "https://gw.example.com/agents/classifier/a2a"),
+        ("AIDIP", "https://gw.example.com/agents/classifier/invoke")]
+    assert agent_card["provider"] == {"organization": "Example Org",
+                                      "url": "https://org.example.com"}
     assert [skill["id"] for skill in agent_card["skills"]] == ["classify"]
     assert_error(call(gateway, "GET", "/agents/partner-only/agent-card.json"), 404, "NotFound")
 

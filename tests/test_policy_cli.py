@@ -82,7 +82,7 @@ def test_rules_no_fixture_exercises_are_reported_and_can_fail_the_run(copy: Path
     plain = aigw("policy", "test", str(copy))
     assert plain.returncode == 0
     assert "not exercised: no-vectors-for-bots" in plain.stdout
-    assert "rule coverage 95%" in plain.stdout
+    assert "rule coverage 96%" in plain.stdout  # 22 of the 23 rules
     assert aigw("policy", "test", str(copy), "--coverage", "100").returncode == 1
 
 

@@ -63,6 +63,11 @@ class Issuer(Strict):
         "pdpp_grant",
         description="Claim carrying a grant: streams and the fields readable in each.",
     )
+    token_url: Url | None = Field(
+        None, description="The issuer's token endpoint (RFC 6749 §3.2): agent cards name it in "
+        "an OAuth 2.0 client-credentials flow with the scopes a call needs; without it they "
+        "name a bearer scheme.",
+    )
 
 
 class Introspection(Strict):

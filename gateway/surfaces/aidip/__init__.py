@@ -50,6 +50,8 @@ class AidipPlugin(Surface):
         aidip: Aidip | None = self.section(context.settings)
         if aidip is None or not aidip.enabled:
             return None
+        from gateway.surfaces.aidip.a2a import Cards
+        from gateway.surfaces.aidip.a2a_security import CardSecurity
         from gateway.surfaces.aidip.breaker import Breakers
         from gateway.surfaces.aidip.catalog import Catalog
         from gateway.surfaces.aidip.handlers import AidipService
@@ -67,10 +69,12 @@ class AidipPlugin(Surface):
         settings = context.settings
         base = (settings.public_base_url or "").rstrip("/") + aidip.base_path + "/agents"
         catalog = Catalog(aidip, store, base, _authentication(settings))
-        service = AidipService(catalog, breakers)
+        route_rules = context.bundle.of_kind("route") if context.bundle is not None else None
+        cards = Cards(catalog, settings, CardSecurity(settings.auth, route_rules))
+        service = AidipService(catalog, breakers, cards)
         routes = service.routes()
         public = frozenset(route.path for route in routes
-                           if route.name in ("aidip.card", "aidip.schema"))
+                           if route.name in ("aidip.card", "aidip.card_legacy", "aidip.schema"))
         return Mount(self.name, routes, public_paths=public, render_error=render_error,
                      egress=aidip.egress)
 

@@ -1,4 +1,5 @@
-"""The AIDIP routes: the registry (§4), invocation (§5), the schema and A2A cards.
+"""The AIDIP routes: the registry (§4), invocation (§5), the schema, A2A cards and A2A's
+JSON-RPC binding (a2a_rpc.py).
 
 The pipeline admits every caller (authentication, route scopes, rate limits) before a handler
 runs; failures raised here are answered by the app in AIDIP's dialect (render.py).
@@ -18,7 +19,9 @@ from gateway.exchange import Exchange
 from gateway.handles import Calls
 from gateway.model import Principal
 from gateway.surface import SurfaceRoute
-from gateway.surfaces.aidip import a2a, metadata
+from gateway.surfaces.aidip import metadata
+from gateway.surfaces.aidip.a2a import Cards
+from gateway.surfaces.aidip.a2a_rpc import A2AEndpoint
 from gateway.surfaces.aidip.breaker import Breakers
 from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, Permitted, from_record
 from gateway.surfaces.aidip.invoke import Invoker, check_inputs
@@ -37,7 +40,7 @@ from gateway.surfaces.aidip.store import Created
 from gateway.surfaces.aidip.urls import url_fields
 from gateway.upstream.egress.urls import url_problem
 
-_RESERVED_IDS = frozenset({"search"})
+_RESERVED_IDS = frozenset({"search", "a2a"})  # POST /agents/search, /agents/a2a
 _SEARCH_FIELDS = frozenset({"query", "filters", "top"})
 _WRITE_ATTEMPTS = 3  # compare-and-set retries when a concurrent write changed the agent
 
@@ -45,27 +48,35 @@ _WRITE_ATTEMPTS = 3  # compare-and-set retries when a concurrent write changed t
 class AidipService:
     """One config generation's registry, bound into its routes."""
 
-    def __init__(self, catalog: Catalog, breakers: Breakers) -> None:
+    def __init__(self, catalog: Catalog, breakers: Breakers, cards: Cards) -> None:
         self.catalog = catalog
         self.settings = catalog.settings
         self.breakers = breakers
+        self.cards = cards
+        self.a2a = A2AEndpoint(f"{self.settings.base_path}/agents")
 
     def routes(self) -> list[SurfaceRoute]:
         base = f"{self.settings.base_path}/agents"
         return [
             SurfaceRoute("/.well-known/agent-card.json", self.gateway_card, methods=["GET"],
                          name="aidip.card"),
+            # where A2A clients before 0.3 look for the card
+            SurfaceRoute("/.well-known/agent.json", self.gateway_card, methods=["GET"],
+                         name="aidip.card_legacy"),
             SurfaceRoute(f"{base}/schema.json", self.schema, methods=["GET"],
                          name="aidip.schema"),
             SurfaceRoute(base, self.list_agents, methods=["GET"], name="aidip.list"),
             SurfaceRoute(base, self.register, methods=["POST"], name="aidip.register"),
             SurfaceRoute(f"{base}/search", self.search, methods=["POST"], name="aidip.search"),
+            SurfaceRoute(f"{base}/a2a", self.a2a, methods=["POST"], name="aidip.a2a"),
             SurfaceRoute(f"{base}/{{id}}", self.read, methods=["GET"], name="aidip.read"),
             SurfaceRoute(f"{base}/{{id}}", self.update, methods=["PUT"], name="aidip.update"),
             SurfaceRoute(f"{base}/{{id}}", self.delete, methods=["DELETE"],
                          name="aidip.delete"),
             SurfaceRoute(f"{base}/{{id}}/agent-card.json", self.agent_card, methods=["GET"],
                          name="aidip.agent_card"),
+            SurfaceRoute(f"{base}/{{id}}/a2a", self.a2a, methods=["POST"],
+                         name="aidip.a2a_agent"),
             SurfaceRoute(f"{base}/{{id}}/invoke", self.invoke, methods=["POST"],
                          name="aidip.invoke"),
             SurfaceRoute(f"{base}/{{id}}/invoke/{{operation}}", self.invoke, methods=["POST"],
@@ -109,12 +120,12 @@ class AidipService:
     async def gateway_card(self, exchange: Exchange) -> Response:
         ctx = exchange.ctx
         agents = await self.catalog.visible(ctx.principal, _permitted(exchange))
-        return json_response(a2a.gateway_card(agents, self.catalog, exchange.generation.settings),
+        return json_response(self.cards.gateway(agents),
                              headers={"cache-control": "private, max-age=60"})
 
     async def agent_card(self, exchange: Exchange) -> Response:
         agent = await self._find(exchange, exchange.request.path_params["id"])
-        return json_response(a2a.agent_card(agent, self.catalog, exchange.generation.settings))
+        return json_response(self.cards.agent(agent))
 
     # ------------------------------------------------------------------ registration
 

@@ -1,5 +1,6 @@
 """AIDIP's part of the gateway's OpenAPI document: the registry (§4), invocation (§5), the
-agent-metadata schema and the A2A cards, with §5.2's error object for every failure."""
+agent-metadata schema, the A2A cards and A2A's JSON-RPC endpoints, with §5.2's error object for
+every failure answered over HTTP (A2A's own errors are JSON-RPC results)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ _ERRORS = {
 _READ = (400, 401, 403, 404, 405, 429, 503)
 _WRITE = (400, 401, 403, 404, 405, 413, 415, 429, 503)
 _INVOKE = (400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 502, 503, 504)
+_A2A = (400, 401, 403, 405, 413, 415, 429, 503)
 
 
 def aidip_openapi(aidip: Aidip) -> dict[str, Any]:
@@ -45,10 +47,16 @@ def aidip_openapi(aidip: Aidip) -> dict[str, Any]:
            "content": json_content(ref("AidipAgent"))}
     invoked = {"description": "The operation's output (an array for an array of inputs).",
                "content": json_content({})}
+    rpc = {"description": "A JSON-RPC 2.0 response (A2A 1.0): SendMessage's result is a "
+                          "message with one data part; A2A's errors are JSON-RPC errors.",
+           "content": json_content({"type": "object"})}
+    card = _operation("The gateway's A2A agent card", {"200": _object("The A2A agent card.")},
+                      _READ, public=True)
     paths: dict[str, Any] = {
-        "/.well-known/agent-card.json": {"get": _operation(
-            "The gateway's A2A agent card", {"200": _object("The A2A agent card.")}, _READ,
-            public=True)},
+        "/.well-known/agent-card.json": {"get": card},
+        "/.well-known/agent.json": {"get": {**card, "summary": "The gateway's A2A agent card "
+                                                               "(where A2A clients before 0.3 "
+                                                               "look)"}},
         f"{base}/schema.json": {"get": _operation(
             "The agent-metadata JSON Schema", {"200": _object("The JSON Schema.")}, _READ,
             public=True)},
@@ -60,6 +68,9 @@ def aidip_openapi(aidip: Aidip) -> dict[str, Any]:
         },
         f"{base}/search": {"post": _operation(
             "Search agents", {"200": listing}, _WRITE, body=ref("AidipSearch"))},
+        f"{base}/a2a": {"post": _operation(
+            "The registry over A2A (JSON-RPC): find agents, or invoke one named as the "
+            "message's skill", {"200": rpc}, _A2A, body={"type": "object"})},
         f"{base}/{{id}}": {
             "get": _operation("Read an agent", {"200": one}, _READ, parameters=[agent_id]),
             "put": _operation("Update an agent you own", {"200": one}, (*_WRITE, 409),
@@ -71,6 +82,9 @@ def aidip_openapi(aidip: Aidip) -> dict[str, Any]:
         f"{base}/{{id}}/agent-card.json": {"get": _operation(
             "An agent's A2A card", {"200": _object("The A2A agent card.")}, _READ,
             parameters=[agent_id])},
+        f"{base}/{{id}}/a2a": {"post": _operation(
+            "The agent over A2A (JSON-RPC): SendMessage with one data part invokes it",
+            {"200": rpc}, _A2A, parameters=[agent_id], body={"type": "object"})},
         f"{base}/{{id}}/invoke": {"post": _operation(
             "Invoke the agent's only operation", {"200": invoked}, _INVOKE,
             parameters=[agent_id], body={})},

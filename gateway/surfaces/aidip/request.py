@@ -20,10 +20,24 @@ _MAX_QUERY_CHARS = 2000
 
 
 async def json_body(request: Request, limit: int) -> Any:
+    return _parsed(await _json_read(request, limit))
+
+
+async def json_bytes(request: Request, limit: int) -> bytes:
+    """The body as sent, once checked to be JSON (for a reader that parses it again)."""
+    body = await _json_read(request, limit)
+    _parsed(body)
+    return body
+
+
+async def _json_read(request: Request, limit: int) -> bytes:
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json" and not media_type.endswith("+json"):
         raise GatewayError(415, "unsupported_media_type", "Send the body as application/json.")
-    body = await read_capped(request, limit)
+    return await read_capped(request, limit)
+
+
+def _parsed(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
