@@ -48,7 +48,7 @@ def add_check_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--aip-platform", default="aigw-check", metavar="ID",
                         help="the platform.id the AIP requests declare (the one --aip-key "
                         "speaks for; default: aigw-check)")
-    parser.add_argument("--timeout", type=_seconds, default=10.0,
+    parser.add_argument("--timeout", type=_seconds, default=10.0, metavar="SECONDS",
                         help="seconds allowed for each request, body included (default: 10)")
     parser.add_argument("--only", action="append", metavar="SPEC",
                         help=f"check only this spec (repeat or comma-separate): "
