@@ -1,4 +1,4 @@
-"""`aigw` command line: run, demo, validate, schema, token, policy."""
+"""`aigw` command line: run, demo, validate, schema, token, policy, check."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from gateway import registry
+from gateway.check.cli import add_check_parser
 from gateway.console import load_or_exit, log_warnings, redact
 from gateway.demo.token_command import add_token_parser
 from gateway.loader import LoadedConfig
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=cmd_demo)
     add_token_parser(commands)
     add_policy_parser(commands)
+    add_check_parser(commands)
     for surface in registry.surfaces():
         surface.add_commands(commands)
     return parser

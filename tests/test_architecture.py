@@ -22,7 +22,8 @@ from gateway.policy.config import PolicyPack
 
 ROOT = Path(__file__).resolve().parent.parent
 GATEWAY = ROOT / "gateway"
-OUTSIDE_THE_CORE = ("surfaces", "demo")  # the spec plug-ins; the demo backend and issuer
+# the spec plug-ins; the demo backend and issuer; `aigw check`, a client of every spec
+OUTSIDE_THE_CORE = ("surfaces", "demo", "check")
 # A spec's short name or title, in prose or inside an identifier (`pdpp_grant`, `AipRules`);
 # MCP and A2A are the agents' protocols DESIGN.md plans as surfaces too.
 SPEC_NAME = re.compile(
