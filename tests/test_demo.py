@@ -74,6 +74,17 @@ def test_demo_curl_commands_work_as_printed_and_ctrl_c_stops_it(demo):
     assert process.wait(15) == 0
 
 
+def test_the_printed_aigw_check_passes_the_demo(demo):
+    _, output, env = demo
+    joined = re.sub(r"\\\n\s*", "", output.read_text())
+    [command] = [line.strip() for line in joined.splitlines() if " check http" in line]
+    result = subprocess.run(["bash", "-c", command + " --json"], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert not report["must_failures"]
+
+
 def test_the_demo_makes_its_own_secrets_and_commits_none(demo):
     _, output, _ = demo
     state = output.parent / "checkout" / ".aigw"

@@ -88,6 +88,12 @@ route it wraps (here AIDRE search):
        "aidre_search", "arguments": {{"query": "refund for a damaged item", "top_k": 2}}}}}}' \
        # 200
 
+Check the whole deployment against the five specs, MCP and A2A, a table per spec with a score
+(`--json` for CI; exit 1 on any MUST failure):
+  AIGW_CHECK_TOKEN=$({aigw} token --config {config} --owner --sub u-001 \
+       --scope 'articles:read messages:read tasks:run') \
+  {aigw} check {public} --aip-key demo-platform:{aip_secret} --aip-platform demo-assistant
+
 Ctrl-C stops everything.
 """
 
