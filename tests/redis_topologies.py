@@ -91,13 +91,31 @@ class Cluster:
                 if redis.Redis(port=port).info("replication")["role"] == "master"]
 
     def fail_over_every_primary(self) -> None:
-        """CLUSTER FAILOVER on every replica: each primary hands over to its replica."""
+        """CLUSTER FAILOVER on every replica: each primary hands over to its replica.
+
+        A replica takes over only once its link to the primary is up and in sync, and a manual
+        failover that has not completed in 5 s is abandoned by Redis: so wait for the links,
+        and ask again any replica that has not taken over after 5 s (a busy machine)."""
         replicas = [port for port in self.ports if port not in self.primaries()]
-        for port in replicas:
-            redis.Redis(port=port).execute_command("CLUSTER FAILOVER")
-        _wait(lambda: sorted(self.primaries()) == sorted(replicas),
-              "the replicas did not take over")
+        _wait(lambda: all(self._in_sync(port) for port in replicas),
+              "the replicas did not catch up with their primaries")
+        asked = {port: 0.0 for port in replicas}
+
+        def taken_over() -> bool:
+            primaries = set(self.primaries())
+            for port in replicas:
+                if port not in primaries and time.monotonic() - asked[port] > 5:
+                    redis.Redis(port=port).execute_command("CLUSTER FAILOVER")
+                    asked[port] = time.monotonic()
+            return primaries == set(replicas)
+
+        _wait(taken_over, "the replicas did not take over", timeout=40.0)
         _wait(self._healthy, "the cluster did not settle after the failover")
+
+    @staticmethod
+    def _in_sync(port: int) -> bool:
+        info = redis.Redis(port=port).info("replication")
+        return info.get("master_link_status") == "up" and not info.get("master_sync_in_progress")
 
     def keys(self, pattern: str) -> list[tuple[bytes, int]]:
         """(key, slot) of every key matching the pattern, over every primary."""
