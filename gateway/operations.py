@@ -32,11 +32,22 @@ class UpstreamOperation(Strict):
     read by id its id: see each section), and any other is refused at load. A placeholder that
     is a whole string keeps its value's type (a vector stays a list of numbers)."""
 
-    upstream: str
-    method: Literal["GET", "POST"] = "GET"
-    path: Annotated[str, Field(pattern=r"^/")]
-    query: dict[str, str] = {}
-    body: dict[str, Any] | None = None
+    upstream: str = Field(description="The upstream to call (a name from `upstreams`).")
+    method: Literal["GET", "POST"] = Field("GET", description="HTTP method of the call.")
+    path: Annotated[str, Field(pattern=r"^/")] = Field(
+        description="Path on the upstream, appended to its URL's path; `{placeholders}` are "
+        "filled percent-encoded as one segment each.",
+    )
+    query: dict[str, str] = Field(
+        {},
+        description="Query parameters: name -> value, with `{placeholders}` (a list value repeats "
+        "the parameter).",
+    )
+    body: dict[str, Any] | None = Field(
+        None,
+        description="JSON body of a POST call; a string that is one whole `{placeholder}` keeps "
+        "its value's JSON type.",
+    )
     mapping: dict[str, Any] = Field(
         description="JMESPath mapping onto hits (see mapping.py): `items`, `id`, `text`, "
         "`score`, `vector`, `fields`, `metadata`, and `next` (the upstream's token for the next "
@@ -51,14 +62,22 @@ _WHOLE = re.compile(r"\{(\w+)\}")
 K = TypeVar("K", bound="Placeholders")
 
 
+def placeholder(doc: str) -> Any:
+    """A placeholder of a kind: a dataclass field and what it holds, for the reference
+    (docs/refgen lists each kind's placeholders from these)."""
+    return field(metadata={"doc": doc})
+
+
 @dataclass(frozen=True, slots=True)
 class Placeholders:
     """The values one kind of upstream operation fills its `{placeholders}` with, one field per
-    placeholder. A surface declares a subclass for each kind of operation it calls."""
+    placeholder (declared with `placeholder(doc)`). A surface declares a subclass for each kind
+    of operation it calls, with `configured` naming where such operations are in the config."""
 
     # Whether `{after}` has a meaning of its own without the mapping's `next` (the surface
     # fills it with something else then); otherwise `{after}` needs `next`.
     after_without_next: ClassVar[bool] = False
+    configured: ClassVar[str] = ""  # its config path, "<section>.<name>.<operation>"
 
     @classmethod
     def names(cls) -> frozenset[str]:

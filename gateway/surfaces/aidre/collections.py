@@ -8,8 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.mapping import MappingError
-from gateway.operations import K, Operation, Placeholders, UpstreamOperation, compile_operation
+from gateway.operations import (
+    K,
+    Operation,
+    Placeholders,
+    UpstreamOperation,
+    compile_operation,
+    placeholder,
+)
 from gateway.surfaces.aidre.config import Aidre, Collection, EmbeddingSpace
+
+VISIBILITY = ("the record visibilities the caller may see, comma-separated (`public`, and what "
+              "`record_visibility` rules give), for an upstream that can filter by them")
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,34 +31,47 @@ class _Page(Placeholders):
     previous answer gave for the page after it (the mapping's `next`; "" for the first page),
     for upstreams that page by token instead of by `offset`."""
 
-    top_k: int
-    offset: int
-    limit: int
-    fetch: int
-    visibility: str
-    after: str
+    top_k: int = placeholder("the page size: the request's `top_k` (default `default_top_k`, "
+                             "clamped to `max_top_k`)")
+    offset: int = placeholder("the upstream position this call starts at: 0 on the first "
+                              "page, then where the cursor left off")
+    limit: int = placeholder("how many items this call asks for: `top_k` + 1 (the one more "
+                             "says whether a next page exists), fewer when reading on past "
+                             "hidden records, at most `max_items`")
+    fetch: int = placeholder("`{offset}` + `{limit}`, for an upstream without an offset "
+                             "parameter")
+    visibility: str = placeholder(VISIBILITY)
+    after: str = placeholder("the upstream's own token for the page to read: empty on the "
+                             "first page, then the `next` token its previous answer gave (the "
+                             "mapping's `next`, a JMESPath expression over the whole answer)")
 
 
 @dataclass(frozen=True, slots=True)
 class TextSearch(_Page):
     """A page of a text search."""
 
-    query: str
+    configured = "aidre.collections.<name>.text_search"
+    query: str = placeholder("the request's `query` text")
 
 
 @dataclass(frozen=True, slots=True)
 class VectorSearch(_Page):
     """A page of a vector search: the query vector instead of text."""
 
-    vector: list[float]
+    configured = "aidre.collections.<name>.vector_search"
+    vector: list[float] = placeholder("the request's `query_vector`, a list of numbers (use "
+                                      "it as a whole body string)")
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkRead(Placeholders):
-    """One chunk by its item id (the part after `collection:`)."""
+    """One chunk by its item id (the part after `collection:`), for `GET /chunks/{id}` and for
+    `record_visibility: lookup: chunk`."""
 
-    id: str
-    visibility: str
+    configured = "aidre.collections.<name>.chunk"
+    id: str = placeholder("the chunk id after `<collection>:`, percent-decoded once "
+                          "(`packages:g%2B%2B` gives `g++`)")
+    visibility: str = placeholder(VISIBILITY)
 
 
 @dataclass(frozen=True, slots=True)

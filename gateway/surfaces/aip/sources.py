@@ -12,7 +12,7 @@ from typing import Any
 from gateway import errors
 from gateway.handles import Stages
 from gateway.model import Hit
-from gateway.operations import Operation, Placeholders, compile_operation
+from gateway.operations import Operation, Placeholders, compile_operation, placeholder
 from gateway.surfaces.aip.chunks import Piece
 from gateway.surfaces.aip.config import Aip, Source
 
@@ -23,19 +23,24 @@ class SourceSearch(Placeholders):
     (`limit`, and the same number as `top_k`), where the page starts (`offset`, or `after`:
     the token the previous answer gave, "" at first) and `fetch` (offset + limit)."""
 
-    query: str
-    limit: int
-    top_k: int
-    fetch: int
-    offset: int
-    after: str
+    configured = "aip.sources.<name>.search"
+    query: str = placeholder("the request's `runtime.query_text`")
+    limit: int = placeholder("how many hits this call asks for: the most chunks the answer may "
+                             "hold (`max_chunks` after policy limits), less those already found "
+                             "when reading on, at most `max_items`")
+    top_k: int = placeholder("the same number as `{limit}`")
+    fetch: int = placeholder("`{offset}` + `{limit}`")
+    offset: int = placeholder("0, then (reading on) how many hits earlier pages gave")
+    after: str = placeholder("empty, then (reading on) the `next` token of the previous "
+                             "answer, as for AIDRE's `text_search`")
 
 
 @dataclass(frozen=True, slots=True)
 class ArticleRead(Placeholders):
     """One hit's whole article, by the hit's id."""
 
-    id: str
+    configured = "aip.sources.<name>.article"
+    id: str = placeholder("the search hit's mapped `id`")
 
 
 @dataclass(frozen=True, slots=True)

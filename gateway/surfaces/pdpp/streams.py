@@ -13,12 +13,13 @@ import jmespath
 
 from gateway.mapping import MappingError
 from gateway.model import Page
-from gateway.operations import K, Operation, Placeholders, compile_operation
+from gateway.operations import K, Operation, Placeholders, compile_operation, placeholder
 from gateway.surfaces.pdpp.config import Pdpp, Stream
 from gateway.surfaces.pdpp.conform import FieldRule, Tally, compile_rule, conform, report, schema_of
 from gateway.surfaces.pdpp.threads import over_records
 
 SCALARS = frozenset({"string", "integer", "number", "boolean"})
+SUBJECT = "the caller's subject (the token's `sub`, or the API key's `subject`)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,20 +29,25 @@ class RecordPage(Placeholders):
     mapping reads one (`next`), else the key of the previous page's last item ("" first)."""
 
     after_without_next: ClassVar[bool] = True
+    configured = "pdpp.streams.<name>.records"
 
-    subject: str
-    limit: int
-    offset: int
-    page: int
-    after: str
+    subject: str = placeholder(SUBJECT)
+    limit: int = placeholder("the stream's `page_size` (default 100)")
+    offset: int = placeholder("the position of the page's first record: (`{page}` - 1) * "
+                              "`{limit}`")
+    page: int = placeholder("the page number, from 1")
+    after: str = placeholder("the `next` token of the previous answer when the mapping reads "
+                             "one, else the key of the previous page's last record (empty on "
+                             "the first page)")
 
 
 @dataclass(frozen=True, slots=True)
 class RecordRead(Placeholders):
     """One record of a subject, by its key."""
 
-    subject: str
-    id: str
+    configured = "pdpp.streams.<name>.record"
+    subject: str = placeholder(SUBJECT)
+    id: str = placeholder("the record key from the URL, percent-decoded once")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +56,20 @@ class FieldSearch(Placeholders):
     list, `fields_csv` comma-separated, and `fts5_match`, the query as an SQLite FTS5
     expression matching only them) and `limit`, the stream's max_records."""
 
-    query: str
-    fields: list[str]
-    fields_csv: str
-    fts5_match: str
-    subject: str
-    limit: int
+    configured = "pdpp.streams.<name>.search.lexical.operation"
+    query: str = placeholder("the request's `q`")
+    fields: list[str] = placeholder("the fields the caller may match (the grant's, among "
+                                    "`lexical_fields`), a list: a repeated query parameter, or "
+                                    "a JSON list in a body")
+    fields_csv: str = placeholder("the same fields, comma-separated")
+    fts5_match: str = placeholder(
+        "the query as an SQLite FTS5 expression over only those fields, `{name summary} : "
+        "(\"word\" \"word\")`: each word of `q` (at most 32) a quoted string, so nothing typed "
+        "is read as FTS5 syntax (for SQLite-backed APIs such as Datasette: "
+        "`_search={fts5_match}&_searchmode=raw`)")
+    subject: str = placeholder(SUBJECT)
+    limit: int = placeholder("the stream's `max_records`, or the operation's `max_items` when "
+                             "lower")
 
     @classmethod
     def of(cls, query: str, fields: tuple[str, ...], subject: str, limit: int) -> FieldSearch:
