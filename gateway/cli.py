@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aigw", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="serve the gateway from a config file")
-    run.add_argument("--config", "-c", required=True)
+    run.add_argument("--config", "-c", required=True, help="the gateway's config file")
     run.add_argument("--workers", default="1",
                      help="processes serving the public listener: a number or auto (= cores)")
     run.add_argument("--allow-memory-store", action="store_true",
@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--worker-fd", type=int, help=argparse.SUPPRESS)
     run.set_defaults(handler=cmd_run)
     validate = commands.add_parser("validate", help="check a config; exit 1 listing every error")
-    validate.add_argument("config")
+    validate.add_argument("config", help="the config file to check")
     validate.add_argument("--strict", action="store_true",
                           help="treat warnings (e.g. an unlimited capability) as errors")
     validate.set_defaults(handler=cmd_validate)
@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         "The shipped config reads its ports from AIGW_PORT, AIGW_ADMIN_PORT and "
         "AIGW_ISSUER_PORT; the flags below set them, and the commands the banner prints "
         "(`aigw token` included) follow.")
-    demo.add_argument("--config", "-c", default="config/demo.yaml")
+    demo.add_argument("--config", "-c", default="config/demo.yaml", help="the demo's config")
     demo.add_argument("--port", type=int, help="gateway port (AIGW_PORT, default 8080)")
     demo.add_argument("--admin-port", type=int,
                       help="admin port, /metrics /healthz /readyz (AIGW_ADMIN_PORT, default 9090)")

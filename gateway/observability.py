@@ -26,15 +26,18 @@ REQUESTS = Counter(
     ["surface", "method", "status"],
 )
 REQUEST_SECONDS = Histogram(
-    "aigw_request_duration_seconds", "Time from request to the end of the response.",
+    "aigw_request_duration_seconds",
+    "Time from request to the end of the response (exemplars: trace).",
     ["surface"], buckets=_BUCKETS,
 )
 UPSTREAM_SECONDS = Histogram(
-    "aigw_upstream_duration_seconds", "Time until the upstream's response headers arrived.",
+    "aigw_upstream_duration_seconds",
+    "Time until the upstream's response headers arrived (exemplars: trace).",
     ["upstream"], buckets=_BUCKETS,
 )
 UPSTREAM_ERRORS = Counter(
-    "aigw_upstream_errors_total", "Failed upstream calls by kind (connect, timeout, protocol).",
+    "aigw_upstream_errors_total",
+    "Failed upstream calls by kind (connect, timeout, protocol, status_NNN, mapping, too_large).",
     ["upstream", "kind"],
 )
 BODY_URL_REWRITES = Counter(
@@ -44,8 +47,8 @@ BODY_URL_REWRITES = Counter(
 )
 SURFACE_UPSTREAM_URLS = Counter(
     "aigw_surface_upstream_urls_total",
-    "Values naming a configured upstream's URL that reached a surface, by the upstream named "
-    "and action (rewritten, dropped).", ["upstream", "action"],
+    "Values naming a configured upstream's URL in answers to surface calls, by the upstream "
+    "named and action (rewritten, dropped).", ["upstream", "action"],
 )
 CONFIG_RELOADS = Counter(
     "aigw_config_reloads_total", "Config reload attempts by result (success, failure).", ["result"],
@@ -61,14 +64,16 @@ INTROSPECTIONS = Counter(
     ["result"],
 )
 AUTH_FAILURES = Counter(
-    "aigw_auth_failures_total", "Requests refused by authentication or scope, by code.", ["code"],
+    "aigw_auth_failures_total", "Requests refused by authentication or scope, by error code.",
+    ["code"],
 )
 RATE_LIMIT_DECISIONS = Counter(
-    "aigw_ratelimit_decisions_total", "Rate-limit decisions by rule and result.",
-    ["rule", "result"],
+    "aigw_ratelimit_decisions_total",
+    "Rate-limit decisions by rule and result (allowed, limited, store_error_allow, "
+    "store_error_deny).", ["rule", "result"],
 )
 RATE_LIMIT_STORE_ERRORS = Counter(
-    "aigw_ratelimit_store_errors_total", "Rate-limit store failures by rule.", ["rule"],
+    "aigw_ratelimit_store_errors_total", "Rate-limit store (Redis) failures by rule.", ["rule"],
 )
 EDGE_REFUSALS = Counter(
     "aigw_edge_refusals_total",
@@ -76,8 +81,8 @@ EDGE_REFUSALS = Counter(
 )
 POLICY_DECISIONS = Counter(
     "aigw_policy_decisions_total",
-    "Policy decisions by deciding rule (default:<kind> when none), effect and mode; shadow "
-    "counts what a shadow rule would have decided.", ["rule", "effect", "mode"],
+    "Policy decisions by deciding rule (default:<kind> when none), effect and mode (shadow: "
+    "what a shadow rule would have decided).", ["rule", "effect", "mode"],
 )
 POLICY_LOG_DROPPED = Counter(
     "aigw_policy_decision_log_dropped_total",
@@ -89,14 +94,15 @@ POLICY_REVISION = Gauge(
 )
 SCHEMA_VIOLATIONS = Counter(
     "aigw_schema_violations_total",
-    "Upstream values that break the schema a surface advertises for them and were not sent, "
-    "by surface, collection, field and action (field_omitted, record_skipped).",
+    "Upstream values that break the schema a surface advertises (a stream's) and were not "
+    "sent: a wrong type or format left out (field_omitted), or a record skipped for its "
+    "required field (record_skipped).",
     ["surface", "collection", "field", "action"],
 )
 INDEX_REFRESHES = Counter(
     "aigw_index_refreshes_total",
-    "Background refreshes of the records and indexes the gateway keeps of an upstream, by "
-    "surface, collection and outcome (ok, failed: the last good copy keeps serving, stale).",
+    "Background refreshes of the records the gateway keeps of an upstream (streams): ok, or "
+    "failed (the last good copy keeps serving, marked stale).",
     ["surface", "collection", "outcome"],
 )
 IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.",
@@ -104,7 +110,8 @@ IN_FLIGHT = Gauge("aigw_requests_in_flight", "Requests being handled now.",
 MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ  # workers of `aigw run --workers`
 _in_flight: list[Callable[[], int]] = []
 TRACE_EXPORTS = Counter(
-    "aigw_trace_spans_exported_total", "Spans handed to the OTLP exporter, by result.", ["result"],
+    "aigw_trace_spans_exported_total",
+    "Spans handed to the OTLP exporter, by result (success, failure).", ["result"],
 )
 TRACE_SPANS_DROPPED = Counter(
     "aigw_trace_spans_dropped_total", "Spans dropped because the export queue was full.",
@@ -112,7 +119,8 @@ TRACE_SPANS_DROPPED = Counter(
 
 EVENT_LOOP_LAG = Histogram(
     "aigw_event_loop_lag_seconds",
-    "How late the event loop ran a tick due every 0.1 s: how long other work held the loop.",
+    "How late the event loop ran a tick due every 0.1 s: how long other work held the loop "
+    "(each process serving requests; summed over --workers).",
     buckets=_BUCKETS,
 )
 

@@ -21,7 +21,8 @@ def add_token_parser(commands: argparse._SubParsersAction) -> None:
         "token", help="print a JWT signed by the demo issuer (config demo.issuer)",
         description="Mint an RS256 access token with the demo issuer's key and print it.",
     )
-    token.add_argument("--config", "-c", required=True)
+    token.add_argument("--config", "-c", required=True,
+                       help="the config whose demo issuer signs the token")
     token.add_argument("--sub", default="demo-user", help="subject (default: demo-user)")
     token.add_argument("--client-id", default="demo-cli", help="client_id (default: demo-cli)")
     token.add_argument("--scope", default="", help='space-separated scopes, e.g. "a b"')

@@ -132,9 +132,10 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> None:
     lint.add_argument("--strict", action="store_true", help="fail on warnings too")
     diff = action("diff", "which decisions change between two policies folders", cmd_diff,
                   folder=False)
-    diff.add_argument("old")
-    diff.add_argument("new")
+    diff.add_argument("old", help="the policies folder before the change")
+    diff.add_argument("new", help="the policies folder after the change")
     diff.add_argument("--exit-code", action="store_true", help="exit 1 when decisions change")
     report = action("report", "who can see what, as HTML or Markdown", cmd_report)
-    report.add_argument("--format", choices=("html", "markdown"), default="html")
+    report.add_argument("--format", choices=("html", "markdown"), default="html",
+                        help="an HTML page or Markdown")
     report.add_argument("--output", "-o", help="write to this file instead of stdout")

@@ -32,7 +32,7 @@ def add_aip_parser(commands: argparse._SubParsersAction) -> None:
     secret = signer.add_mutually_exclusive_group(required=True)
     secret.add_argument("--secret-env", metavar="VAR", help="variable holding the secret")
     secret.add_argument("--secret-file", metavar="FILE", help="file holding the secret")
-    signer.add_argument("--method", default="POST")
+    signer.add_argument("--method", default="POST", help="request method (default: POST)")
     signer.add_argument("--path", default="/pag/retrieve", help="request path (and query)")
     signer.add_argument("--body", metavar="FILE", help="request body file, - for stdin")
     signer.add_argument("--version", default="1.0", help="X-AIP-Version (default: 1.0)")
@@ -40,7 +40,8 @@ def add_aip_parser(commands: argparse._SubParsersAction) -> None:
     signer.set_defaults(handler=cmd_sign)
 
     events = tools.add_parser("events", help="print stored AIP events, oldest first, one a line")
-    events.add_argument("--config", "-c", required=True)
+    events.add_argument("--config", "-c", required=True,
+                        help="the config whose aip.events sink to read")
     events.add_argument("--limit", type=int, help="only the newest N events")
     events.set_defaults(handler=cmd_events)
 
