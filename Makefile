@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint demo bench bench-passthrough bench-routes bench-index bench-deps profile \
-	soak redis schema fuzz clean chromium policy-check json-server datasette
+.PHONY: install test lint docs demo bench bench-passthrough bench-routes bench-index bench-deps \
+	profile soak redis schema fuzz clean chromium policy-check json-server datasette
 
 # docker/install.sh is also the image's install step (Dockerfile), so the tests run what ships.
 $(INSTALLED): pyproject.toml docker/install.sh
@@ -19,8 +19,14 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy gateway
 
-test: install lint redis chromium json-server datasette
+test: install lint docs redis chromium json-server datasette
 	$(BIN)/python -m pytest
+
+# The documentation site (mkdocs.yml, docs/): the Reference's pages are generated from the code as
+# it builds; --strict fails on a broken link, a missing page or an unknown anchor. Into site/.
+# (Material for MkDocs prints a notice about MkDocs 2 unless told not to.)
+docs: install
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --site-dir site
 
 # The tests use the Redis at 127.0.0.1:6379 (started here when none answers) and start private
 # redis-server processes of their own on spare ports.
@@ -121,4 +127,5 @@ fuzz: install
 	$(BIN)/python bench/fuzz.py
 
 clean:
-	rm -rf $(VENV) .npm .datasette .pytest_cache .ruff_cache .mypy_cache *.egg-info .aigw/pdpp-index
+	rm -rf $(VENV) .npm .datasette .pytest_cache .ruff_cache .mypy_cache *.egg-info .aigw/pdpp-index \
+	  site
