@@ -65,12 +65,21 @@ Endpoint = Annotated[str, Field(min_length=1), BeforeValidator(_endpoint)]
 
 
 class Capability(Strict):
-    id: CapabilityId
-    description: Description
+    id: CapabilityId = Field(
+        description="The capability's id: snake_case, at most 64 characters, unique in the "
+        "document.",
+    )
+    description: Description = Field(
+        description="What the capability does, for an agent choosing one (at most 200 "
+        "characters).",
+    )
     endpoint: Endpoint = Field(
         description="Path on this gateway (or an absolute URL) the capability is served at."
     )
-    method: Literal["GET", "POST", "PUT", "DELETE", "PATCH"] = "GET"
+    method: Literal["GET", "POST", "PUT", "DELETE", "PATCH"] = Field(
+        "GET",
+        description="HTTP method the endpoint is called with.",
+    )
     params: dict[str, str] = Field(
         {}, description="Parameter name -> 'type, required|optional[, qualifiers] — meaning'."
     )

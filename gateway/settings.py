@@ -38,8 +38,8 @@ Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
 class Listener(Strict):
     """Where a listener binds, and the limits every connection to it lives under (read at start)."""
 
-    host: str = "127.0.0.1"
-    port: Port = 8080
+    host: str = Field("127.0.0.1", description="Address the listener binds.")
+    port: Port = Field(8080, description="Port the listener binds.")
     max_headers: Annotated[int, Field(ge=1, le=10000)] = Field(
         100, description="Most header fields in one request; more are answered 431."
     )
@@ -64,11 +64,15 @@ class Listener(Strict):
 
 
 class AdminListener(Listener):
-    port: Port = 9090
+    port: Port = Field(9090, description="Port the admin listener binds.")
 
 
 class Timeouts(Strict):
-    connect: Seconds = 5.0
+    connect: Seconds = Field(
+        5.0,
+        description="Longest wait for a pooled connection plus the TCP and TLS handshake, in "
+        "seconds.",
+    )
     read: Seconds = Field(
         30.0, description="Longest wait for the response head (from the request's end, any "
                           "1xx interim responses included) or for a body chunk."
@@ -82,8 +86,14 @@ class Upstream(Strict):
         description="HTTP client behind the transport seam: aigw's own HTTP/1.1 client on "
         "httptools (default, picked by bench/), aiohttp or httpx.",
     )
-    timeout: Timeouts = Timeouts()
-    max_connections: Annotated[int, Field(ge=1, le=10000)] = 256
+    timeout: Timeouts = Field(
+        Timeouts(),
+        description="Connect and read timeouts of calls to this upstream.",
+    )
+    max_connections: Annotated[int, Field(ge=1, le=10000)] = Field(
+        256,
+        description="Most connections open to this upstream at once; idle ones are reused.",
+    )
     max_response_headers: Annotated[int, Field(ge=1, le=10000)] = Field(
         100, description="Most header fields in one response head, its trailers counted in; "
                          "more is a 502 and nothing of it is relayed."
@@ -132,7 +142,11 @@ class Upstream(Strict):
 
 
 class Proxy(Strict):
-    max_body_bytes: Annotated[int, Field(ge=0)] = 10 * 1024 * 1024
+    max_body_bytes: Annotated[int, Field(ge=0)] = Field(
+        10 * 1024 * 1024,
+        description="Largest request body accepted (declared or streamed); larger is 413 "
+        "request_too_large.",
+    )
     buffer_bytes: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = Field(
         64 * 1024, description="Bodies up to this size are buffered; larger ones are streamed."
     )
@@ -142,7 +156,10 @@ class Proxy(Strict):
                     "client-IP (X-Real-IP, True-Client-IP, X-Client-IP, CF-Connecting-IP) and "
                     "X-Request-Id headers are kept.",
     )
-    via: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = "aigw"
+    via: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,64}$")] = Field(
+        "aigw",
+        description="The name the gateway adds to Via.",
+    )
 
 
 def _origin(value: str) -> str:
@@ -179,8 +196,15 @@ class Discovery(Strict):
 
 
 class Logging(Strict):
-    level: Literal["debug", "info", "warning", "error"] = "info"
-    access_log: bool = True
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        "info",
+        description="Lowest level of the gateway's own log lines (JSON on stderr).",
+    )
+    access_log: bool = Field(
+        True,
+        description="Write one JSON line per request on stdout (no query string, headers or "
+        "bodies).",
+    )
 
 
 class Tracing(Strict):
@@ -251,7 +275,11 @@ class Tracing(Strict):
 class DecisionLog(Strict):
     """Where policy decisions are written, one JSON line per request that took any."""
 
-    sink: Literal["stdout", "file", "redis", "none"] = "stdout"
+    sink: Literal["stdout", "file", "redis", "none"] = Field(
+        "stdout",
+        description="Where decision-log lines go: stdout, a file (`path`), a Redis stream "
+        "(`redis_url`), or none.",
+    )
     path: str | None = Field(None, description="The file lines are appended to (sink: file).")
     redis_url: str | None = Field(None, description="redis:// URL of the stream (sink: redis).")
     stream: str = Field("aigw:decisions", description="Redis stream key (XADD).")
@@ -278,7 +306,11 @@ class DecisionLog(Strict):
 
 class Reload(Strict):
     watch: bool = Field(True, description="Poll the config and policy files for changes.")
-    interval: Seconds = 1.0
+    interval: Seconds = Field(
+        1.0,
+        description="How often the config and policy files are checked for changes, in seconds "
+        "(polling, so Kubernetes ConfigMap swaps are seen).",
+    )
 
 
 class Shutdown(Strict):
@@ -286,25 +318,59 @@ class Shutdown(Strict):
 
 
 class Settings(Strict):
-    version: Literal[1] = 1
-    listen: Listener = Listener()
-    admin: AdminListener = AdminListener()
-    public_base_url: str | None = None
+    version: Literal[1] = Field(1, description="Version of this config format: 1.")
+    listen: Listener = Field(
+        Listener(),
+        description="The public listener: where clients call the gateway, and the limits every "
+        "connection lives under.",
+    )
+    admin: AdminListener = Field(
+        AdminListener(),
+        description="The admin listener: /metrics, /healthz, /readyz and /policy, on its own "
+        "port.",
+    )
+    public_base_url: str | None = Field(
+        None,
+        description="The gateway's public URL (scheme, host, port, path): discovery documents, "
+        "RFC 9728 metadata and rewritten upstream URLs are written with it. Needed by auth and "
+        "by surfaces that publish absolute URLs.",
+    )
     policies: str | None = Field(
         None, description="Folder of policy YAML files, relative to this config file."
     )
-    upstreams: dict[Name, Upstream] = Field(min_length=1)
+    upstreams: dict[Name, Upstream] = Field(
+        min_length=1,
+        description="The APIs behind the gateway, by name.",
+    )
     default_upstream: Name | None = Field(
         None, description="Upstream for every path no surface serves; none means 404."
     )
-    proxy: Proxy = Proxy()
-    discovery: Discovery = Discovery()
-    logging: Logging = Logging()
-    tracing: Tracing = Tracing()
-    decision_log: DecisionLog = DecisionLog()
-    reload: Reload = Reload()
-    shutdown: Shutdown = Shutdown()
+    proxy: Proxy = Field(
+        Proxy(),
+        description="How requests pass through: body limits, trusted proxies, Via.",
+    )
+    discovery: Discovery = Field(
+        Discovery(),
+        description="How browsers may read the public discovery documents (CORS).",
+    )
+    logging: Logging = Field(Logging(), description="Log level and the access log.")
+    tracing: Tracing = Field(
+        Tracing(),
+        description="OpenTelemetry traces over OTLP/HTTP (off by default).",
+    )
+    decision_log: DecisionLog = Field(
+        DecisionLog(),
+        description="Where policy decisions are logged, one JSON line per request.",
+    )
+    reload: Reload = Field(
+        Reload(),
+        description="Reloading the config and policies when their files change.",
+    )
+    shutdown: Shutdown = Field(Shutdown(), description="Draining on SIGTERM.")
     auth: Auth | None = Field(None, description="Without it, callers are not authenticated.")
     rate_limits: RateLimits | None = Field(None, description="Without it, nothing is limited.")
     service: Service | None = Field(None, description="Who runs this API, for discovery.")
-    demo: Demo | None = None
+    demo: Demo | None = Field(
+        None,
+        description="The demo's token issuer (`aigw demo`, `aigw token`).",
+    )

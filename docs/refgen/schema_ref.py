@@ -209,10 +209,13 @@ def _listed_elsewhere(row: Row, walk: Walk) -> str | None:
 
 
 def undescribed(schema: Schema) -> list[str]:
-    """Every property of the schema (at its model) that has no description of its own."""
+    """Every property of the schema (at its model) without a description: its own, or, for a
+    property that is one model, the model's (pydantic leaves out a field's description equal
+    to its model's)."""
+    defs = schema.get("$defs", {})
     missing = []
-    for model_name, model in [("(root)", schema), *schema.get("$defs", {}).items()]:
+    for model_name, model in [("(root)", schema), *defs.items()]:
         for name, prop in model.get("properties", {}).items():
-            if not (prop.get("description") or "").strip():
+            if not description_of(prop, defs).strip():
                 missing.append(f"{model_name}.{name}")
     return missing

@@ -49,7 +49,10 @@ class WordLlamaSettings(Bounds):
     """WordLlama's `l2_supercat`, whose weights ship inside the `wordllama` wheel: runs on the
     CPU, offline, loaded once per process on first use (~0.5 s; ~60 MB of memory)."""
 
-    provider: Literal["wordllama"]
+    provider: Literal["wordllama"] = Field(
+        description="`wordllama`: WordLlama's l2_supercat, whose weights ship in the wordllama "
+        "wheel (offline, on the CPU).",
+    )
     dimensions: Literal[64, 128, 256] = Field(
         256, description="The first 64 or 128 of the model's 256 dimensions are an embedding "
         "of their own (Matryoshka); fewer are faster to compare, a little less precise.")
@@ -72,7 +75,10 @@ class OpenAICompatibleSettings(Bounds):
     """A server speaking OpenAI's embeddings API (`POST /v1/embeddings`), as vLLM, TEI, Ollama
     and hosted services do. Its vectors are scaled to unit length here, whatever it sends."""
 
-    provider: Literal["openai-compatible"]
+    provider: Literal["openai-compatible"] = Field(
+        description="`openai-compatible`: a server speaking OpenAI's embeddings API (POST "
+        "{base_url}/v1/embeddings: vLLM, TEI, Ollama...).",
+    )
     base_url: Annotated[str, AfterValidator(_server_url)] = Field(
         description="The server's root: requests go to {base_url}/v1/embeddings.")
     model: Annotated[str, Field(min_length=1, max_length=200)] = Field(
@@ -85,7 +91,10 @@ class OpenAICompatibleSettings(Bounds):
         "than the key itself.")
     batch_size: Annotated[int, Field(ge=1, le=2048)] = Field(
         64, description="Most texts sent in one request.")
-    connect_timeout: Seconds = 5
+    connect_timeout: Seconds = Field(
+        5,
+        description="Longest wait to connect to the embeddings server, in seconds.",
+    )
     read_timeout: Seconds = Field(
         30, description="Longest wait for the server to answer one request.")
 
@@ -97,7 +106,10 @@ class OpenAICompatibleSettings(Bounds):
 class HashSettings(Bounds):
     """The feature-hashing test double (`gateway.embeddings.hashing`): no model of meaning."""
 
-    provider: Literal["hash"]
+    provider: Literal["hash"] = Field(
+        description="`hash`: the feature-hashing test double (vectors without meaning, for "
+        "tests).",
+    )
 
     @property
     def spec(self) -> EmbedderSpec:

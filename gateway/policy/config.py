@@ -18,15 +18,20 @@ from gateway.strict import Strict
 class VectorReturnRule(Strict):
     """Stored vectors of `collection` may be returned to callers holding every one of `scopes`."""
 
-    collection: str
+    collection: str = Field(
+        description="The collection whose stored vectors this entry lets callers receive.",
+    )
     scopes: list[str] = Field(
         [], description="Scopes the caller needs; empty means any caller who can read it."
     )
-    description: str | None = None
+    description: str | None = Field(None, description="Why the entry exists, shown in reports.")
 
 
 class PolicyPack(Strict):
-    description: str | None = None
+    description: str | None = Field(
+        None,
+        description="What the file's rules are for, shown in reports.",
+    )
     owner: str | None = Field(None, description="Who answers for the rules of this file.")
     rules: list[Any] = Field([], description="Rules in order; see the README, Policy rules.")
     vector_return: list[VectorReturnRule] = Field(

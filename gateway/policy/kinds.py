@@ -64,7 +64,9 @@ class RuleKind:
 class RouteRule(Rule):
     """Who may call paths under a prefix: the longest matching prefix decides."""
 
-    kind: Literal["route"]
+    kind: Literal["route"] = Field(
+        description="`route`: who may call a path prefix (the most specific rule decides).",
+    )
     path: str = Field(pattern=r"^/", description="Path prefix; the longest matching one applies.")
     methods: list[str] | None = Field(None, description="GET also covers HEAD.")
     public: bool = Field(False, description="Anonymous callers allowed (a token is still "

@@ -61,19 +61,26 @@ class CollectionRead(ResourceRule):
     """Who may see and search a resource. The config's `visibility`/`scopes` of each are rules
     of this kind too (ids `config:...`)."""
 
-    kind: Literal["collection_read"]
+    kind: Literal["collection_read"] = Field(
+        description="`collection_read`: who may read a collection or source.",
+    )
 
 
 class VectorReturn(ResourceRule):
     """Stored vectors of the resource may leave the gateway (default: never)."""
 
-    kind: Literal["vector_return"]
+    kind: Literal["vector_return"] = Field(
+        description="`vector_return`: who may receive a collection's stored vectors.",
+    )
 
 
 class RecordVisibility(ResourceRule):
     """Who sees the records of one visibility in a resource."""
 
-    kind: Literal["record_visibility"]
+    kind: Literal["record_visibility"] = Field(
+        description="`record_visibility`: who sees records of a visibility value in a collection "
+        "or source.",
+    )
     visibility: str = Field(description="A record visibility value, e.g. internal.")
 
     def selects(self, ask: Ask) -> bool:

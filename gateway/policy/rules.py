@@ -65,8 +65,16 @@ class Rule(Strict):
     description: str = Field(min_length=1, description="What the rule is for, for reviewers.")
     owner: str | None = Field(None, description="Who answers for it (team or person).")
     mode: Mode = Field("enforce", description="shadow: evaluated, logged, counted; no effect.")
-    effect: Effect = "allow"
-    when: Who = Who()
+    effect: Effect = Field(
+        "allow",
+        description="What the rule decides when it matches: allow or deny (a matching deny "
+        "overrides).",
+    )
+    when: Who = Field(
+        Who(),
+        description="Who the rule applies to: callers with all of `scopes`, of one of `kinds`, or "
+        "one of `clients`; empty: everyone.",
+    )
 
     def admits(self, principal: Principal) -> bool:
         return self.when.admits(principal)

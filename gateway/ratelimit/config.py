@@ -30,15 +30,20 @@ def _storage(value: str) -> str:
 class Tier(Strict):
     """A different limit for callers that match every condition given."""
 
-    scope: str | None = None
-    client_id: str | None = None
-    token_kind: TokenKindName | None = None
-    limit: Rate
-    burst: Rate | None = None
+    scope: str | None = Field(None, description="The tier applies to callers with this scope.")
+    client_id: str | None = Field(None, description="The tier applies to this client id.")
+    token_kind: TokenKindName | None = Field(
+        None,
+        description="The tier applies to callers of this token kind.",
+    )
+    limit: Rate = Field(description="The tier's limit, e.g. 600/minute.")
+    burst: Rate | None = Field(None, description="The tier's short-window limit, e.g. 50/second.")
 
 
 class Rule(Strict):
-    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")] = Field(
+        description="The rule's name, in metrics, logs and the RateLimit-Policy field.",
+    )
     paths: list[PathPrefix] = Field(["/"], description="Path prefixes the rule counts.")
     methods: list[Method] | None = Field(None, description="GET also covers HEAD.")
     key: KeyName = Field(
@@ -48,7 +53,7 @@ class Rule(Strict):
         "reads one, within an authenticated caller's client key; self-declared, so pair it with "
         "a rule keyed on the caller). Anonymous callers are always counted by address alone.",
     )
-    limit: Rate
+    limit: Rate = Field(description="How many requests per window, e.g. 120/minute.")
     burst: Rate | None = Field(None, description="A second, short-window limit, e.g. 20/second.")
     tiers: list[Tier] = Field([], description="First matching tier replaces limit and burst.")
     on_store_error: Literal["allow", "deny"] = Field(
@@ -69,12 +74,21 @@ class RateLimits(Strict):
         "redis://, rediss://, redis+unix://, redis+cluster://host:port[,host:port] or "
         "redis+sentinel://host:port[,host:port]/service.",
     )
-    strategy: Literal["moving-window", "sliding-window-counter", "fixed-window"] = (
-        "sliding-window-counter"
+    strategy: Literal["moving-window", "sliding-window-counter", "fixed-window"] = Field(
+        "sliding-window-counter",
+        description="Counting strategy of the `limits` library; with Redis, "
+        "`sliding-window-counter` is counted in one round trip per limit.",
     )
-    key_prefix: str = "aigw"
+    key_prefix: str = Field("aigw", description="Prefix of the counters' keys in the store.")
     store_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
         0.5, description="Socket timeout for the Redis store, in seconds."
     )
-    headers: Headers = Headers()
-    rules: list[Rule] = []
+    headers: Headers = Field(
+        Headers(),
+        description="Which rate-limit response fields are sent (the RateLimit-* triple, the IETF "
+        "draft's RateLimit-Policy / RateLimit).",
+    )
+    rules: list[Rule] = Field(
+        [],
+        description="The rules, each counting the requests under its path prefixes.",
+    )

@@ -24,9 +24,13 @@ def _redis_url(value: str) -> str:
 class ConfiguredOperation(Strict):
     """One operation of a configured agent: a call to a legacy endpoint of an upstream."""
 
-    name: OperationName
-    description: Annotated[str, Field(min_length=1, max_length=1000)]
-    upstream: str
+    name: OperationName = Field(
+        description="The operation's name: POST /agents/{id}/invoke/{name}.",
+    )
+    description: Annotated[str, Field(min_length=1, max_length=1000)] = Field(
+        description="What the operation does, as the agent's metadata shows it.",
+    )
+    upstream: str = Field(description="The upstream the operation calls (a name from `upstreams`).")
     method: Literal["GET", "POST", "PUT"] = Field(
         "POST", description="POST or PUT send the input as the JSON body; GET sends no body: "
         "each input field becomes a query parameter (percent-encoded; strings, numbers and "
@@ -39,7 +43,10 @@ class ConfiguredOperation(Strict):
         "parameters (GET: an object whose properties are strings, numbers, integers or "
         "booleans).")
     outputs: dict[str, Any] = Field(description="JSON Schema of the answer; checked.")
-    examples: list[dict[str, Any]] = []
+    examples: list[dict[str, Any]] = Field(
+        [],
+        description="Example inputs (and outputs), shown in the agent's metadata.",
+    )
     idempotent: bool = Field(False, description="Retried once after a failure when true.")
     batch: bool = Field(False, description="Accept a JSON array of inputs (one call each).")
     forward_token: bool = Field(False, description="Pass the caller's Authorization upstream.")
@@ -48,19 +55,45 @@ class ConfiguredOperation(Strict):
 class ConfiguredAgent(Strict):
     """A legacy endpoint (or several) offered as an agent; read-only through the API."""
 
-    name: Annotated[str, Field(min_length=1, max_length=200)]
-    description: Annotated[str, Field(min_length=1, max_length=2000)]
-    version: str = "1.0.0"
-    publisher: str | None = None
-    capabilities: list[str] = Field(min_length=1)
-    tags: list[str] = []
-    supported_languages: list[str] = []
-    status: Literal["active", "inactive", "deprecated"] = "active"
+    name: Annotated[str, Field(min_length=1, max_length=200)] = Field(
+        description="The agent's name, as listings show it.",
+    )
+    description: Annotated[str, Field(min_length=1, max_length=2000)] = Field(
+        description="What the agent does; free-text search ranks agents by it.",
+    )
+    version: str = Field("1.0.0", description="The agent's version, as its metadata shows it.")
+    publisher: str | None = Field(
+        None,
+        description="Who publishes the agent (a filter matches it exactly).",
+    )
+    capabilities: list[str] = Field(
+        min_length=1,
+        description="What the agent can do (at least one); filters match agents that have every "
+        "listed value.",
+    )
+    tags: list[str] = Field(
+        [],
+        description="Free tags; filters match agents that have every listed tag.",
+    )
+    supported_languages: list[str] = Field(
+        [],
+        description="Languages the agent handles; none: language-agnostic (passes every language "
+        "filter).",
+    )
+    status: Literal["active", "inactive", "deprecated"] = Field(
+        "active",
+        description="`inactive` agents answer 503 AgentUnavailable; `deprecated` ones still "
+        "serve.",
+    )
     clients: list[str] | None = Field(
         None, description="Client ids entitled to see and invoke it; none means every caller."
     )
     timeout: Seconds = Field(30, description="Longest wait for one upstream answer.")
-    operations: list[ConfiguredOperation] = Field(min_length=1)
+    operations: list[ConfiguredOperation] = Field(
+        min_length=1,
+        description="The agent's operations, each an upstream call with JSON Schema inputs and "
+        "outputs.",
+    )
 
 
 class Registry(Strict):
@@ -69,10 +102,23 @@ class Registry(Strict):
         "redis://, rediss://, unix://, redis+cluster://host:port[,host:port] or "
         "redis+sentinel://host:port[,host:port]/service.",
     )
-    key_prefix: Annotated[str, Field(min_length=1, max_length=100)] = "aigw:aidip:"
-    timeout: Annotated[float, Field(gt=0, le=10)] = 1.0
-    max_agents: Annotated[int, Field(ge=1, le=100_000)] = 1000
-    max_metadata_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 64 * 1024
+    key_prefix: Annotated[str, Field(min_length=1, max_length=100)] = Field(
+        "aigw:aidip:",
+        description="Prefix of the registry's Redis keys.",
+    )
+    timeout: Annotated[float, Field(gt=0, le=10)] = Field(
+        1.0,
+        description="Longest wait for Redis, in seconds; past it the request is 503 "
+        "RegistryUnavailable.",
+    )
+    max_agents: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        1000,
+        description="Most registered agents; registering past it is 409 Conflict.",
+    )
+    max_metadata_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = Field(
+        64 * 1024,
+        description="Largest registration body accepted.",
+    )
 
 
 class Breaker(Strict):
@@ -83,16 +129,40 @@ class Breaker(Strict):
 
 
 class Aidip(Strict):
-    enabled: bool = True
+    enabled: bool = Field(True, description="Serve the section (false: keep it, serve nothing).")
     base_path: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9._~-]+)*$")] = Field(
         "", description="Prefix of /agents."
     )
     register_scope: str = Field("agents:register", description="Needed to register or update.")
     admin_scope: str = Field("agents:admin", description="May change or delete any agent.")
-    default_top: Annotated[int, Field(ge=1, le=1000)] = 10
-    max_top: Annotated[int, Field(ge=1, le=1000)] = 100
-    max_batch: Annotated[int, Field(ge=1, le=1000)] = 20
-    agents: dict[AgentId, ConfiguredAgent] = {}
-    registry: Registry = Registry()
-    egress: Egress = Egress()
-    breaker: Breaker = Breaker()
+    default_top: Annotated[int, Field(ge=1, le=1000)] = Field(
+        10,
+        description="Agents a listing or search answers when `top` is not given.",
+    )
+    max_top: Annotated[int, Field(ge=1, le=1000)] = Field(
+        100,
+        description="Most agents a listing or search answers.",
+    )
+    max_batch: Annotated[int, Field(ge=1, le=1000)] = Field(
+        20,
+        description="Most inputs in one batch invocation (operations with `batch: true`).",
+    )
+    agents: dict[AgentId, ConfiguredAgent] = Field(
+        {},
+        description="Agents made of upstream calls, by id: legacy endpoints wrapped as agents.",
+    )
+    registry: Registry = Field(
+        Registry(),
+        description="Where registered agents are stored (Redis, shared by replicas, or process "
+        "memory).",
+    )
+    egress: Egress = Field(
+        Egress(),
+        description="Where registered agents' endpoints may be, and how they are called (SSRF "
+        "rules).",
+    )
+    breaker: Breaker = Field(
+        Breaker(),
+        description="The circuit breaker of each agent: consecutive failures that open it, and "
+        "for how long.",
+    )

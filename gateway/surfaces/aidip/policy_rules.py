@@ -16,7 +16,9 @@ class AgentAccess(Rule):
     """Who may see and invoke an agent; an agent no caller is entitled to is a 404 to them.
     Its owner and holders of `aidip.admin_scope` always are."""
 
-    kind: Literal["agent_access"]
+    kind: Literal["agent_access"] = Field(
+        description="`agent_access`: who may see and invoke an agent.",
+    )
     agent: str = Field(description="An agent id (configured or registered).")
 
     def selects(self, ask: Ask) -> bool:

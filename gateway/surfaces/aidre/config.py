@@ -16,7 +16,9 @@ CollectionName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
 
 
 class VectorOperation(UpstreamOperation):
-    embedding_space: str
+    embedding_space: str = Field(
+        description="The embedding space (an `id` of embedding_spaces) its vectors are in.",
+    )
 
 
 _EMBEDDER: TypeAdapter[Any] = TypeAdapter(EmbedderSettings)
@@ -38,16 +40,32 @@ class EmbeddingSpace(Strict):
 
     model_config = ConfigDict(json_schema_extra=_embedder_or_dimensions)
 
-    id: Annotated[str, Field(min_length=1, max_length=200)]
+    id: Annotated[str, Field(min_length=1, max_length=200)] = Field(
+        description="The space's id, which a vector search names as embedding_space.",
+    )
     embedder: EmbedderSettings | None = Field(
         None, description="The embedder whose vectors the space holds: what the discovery "
         "document says of the space comes from it. Without one, say it here.")
-    dimensions: Annotated[int, Field(ge=1, le=8192)]
-    distance: Literal["cosine", "dot", "euclidean"]
-    normalized: bool | None = None
-    provider: str | None = None
-    model: str | None = None
-    revision: str | None = None
+    dimensions: Annotated[int, Field(ge=1, le=8192)] = Field(
+        description="Length of its vectors; a query vector of another length is 422 "
+        "invalid_embedding_dimension. With an embedder: the embedder's.",
+    )
+    distance: Literal["cosine", "dot", "euclidean"] = Field(
+        description="How vectors are compared. With an embedder: the embedder's.",
+    )
+    normalized: bool | None = Field(
+        None,
+        description="Whether its vectors have unit length. With an embedder: the embedder's.",
+    )
+    provider: str | None = Field(
+        None,
+        description="Who makes the vectors, as the discovery document says it.",
+    )
+    model: str | None = Field(
+        None,
+        description="The model that makes the vectors. With an embedder: the embedder's.",
+    )
+    revision: str | None = Field(None, description="Bump it when stored vectors are recomputed.")
 
     @model_validator(mode="before")
     @classmethod
@@ -83,12 +101,21 @@ class RecordVisibility(RecordScopes):
 
 
 class Collection(Strict):
-    description: Annotated[str, Field(max_length=500)]
-    visibility: Literal["public", "private"] = "public"
+    description: Annotated[str, Field(max_length=500)] = Field(
+        description="What the collection holds, as /collections shows it.",
+    )
+    visibility: Literal["public", "private"] = Field(
+        "public",
+        description="`private` collections need their `scopes` and are hidden from everyone else "
+        "(404, like an unknown name).",
+    )
     scopes: list[str] = Field(
         [], description="Scopes a caller needs to see or read a private collection."
     )
-    updated_at: str | None = None
+    updated_at: str | None = Field(
+        None,
+        description="When the collection last changed, as /collections shows it.",
+    )
     record_visibility: RecordVisibility | None = Field(
         None, description="Per-record visibility (AIDRE §12); without it every record has the "
         "collection's visibility, or the one its mapping gives.",
@@ -105,13 +132,24 @@ class Collection(Strict):
 
 
 class Aidre(Strict):
-    enabled: bool = True
+    enabled: bool = Field(True, description="Serve the section (false: keep it, serve nothing).")
     base_path: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9._~-]+)*$")] = Field(
         "", description="Prefix of /collections, /search and /chunks/{id}."
     )
-    default_collection: str | None = None
-    default_top_k: Annotated[int, Field(ge=1, le=1000)] = 10
-    max_top_k: Annotated[int, Field(ge=1, le=1000)] = 50
+    default_collection: str | None = Field(
+        None,
+        description="Collection a search without `collection` reads; unset, a search must name "
+        "one.",
+    )
+    default_top_k: Annotated[int, Field(ge=1, le=1000)] = Field(
+        10,
+        description="Results per page when a search gives no `top_k`.",
+    )
+    max_top_k: Annotated[int, Field(ge=1, le=1000)] = Field(
+        50,
+        description="Most results per page; a larger `top_k` is clamped (or refused with "
+        "top_k_over_max: reject).",
+    )
     top_k_over_max: Literal["clamp", "reject"] = Field(
         "clamp", description="A top_k above max_top_k is clamped (meta.top_k says so) or refused."
     )
@@ -119,7 +157,10 @@ class Aidre(Strict):
         "ignore", description="A return field the caller may not have (vectors, semantic_payload)"
         " is dropped, or refused with unsupported_return_field.",
     )
-    max_query_chars: Annotated[int, Field(ge=1, le=100_000)] = 2000
+    max_query_chars: Annotated[int, Field(ge=1, le=100_000)] = Field(
+        2000,
+        description="Longest `query` text accepted.",
+    )
     cursor_secret: SecretStr | None = Field(
         None, description="Key that encrypts and authenticates pagination cursors. Unset: a "
         "key derived from this section, the same in every replica with the same config, but "
@@ -130,10 +171,25 @@ class Aidre(Strict):
         "top_k records the caller may see) and record_visibility lookups. Past it the page "
         "ends early with meta.truncated and a next_cursor that continues.",
     )
-    cursor_ttl: Annotated[int, Field(ge=60, le=86400)] = 3600
-    discovery_max_age: Annotated[int, Field(ge=0, le=86400)] = 300
-    embedding_spaces: list[EmbeddingSpace] = []
-    collections: dict[CollectionName, Collection] = Field(min_length=1)
+    cursor_ttl: Annotated[int, Field(ge=60, le=86400)] = Field(
+        3600,
+        description="How long a next_cursor stays valid, in seconds.",
+    )
+    discovery_max_age: Annotated[int, Field(ge=0, le=86400)] = Field(
+        300,
+        description="Cache-Control max-age of the discovery document and /collections, in "
+        "seconds.",
+    )
+    embedding_spaces: list[EmbeddingSpace] = Field(
+        [],
+        description="The vector spaces vector searches are in (§19.1), as the discovery document "
+        "shows them.",
+    )
+    collections: dict[CollectionName, Collection] = Field(
+        min_length=1,
+        description="The collections, by name: which upstream calls answer their searches and "
+        "chunk reads.",
+    )
 
 
 def aidre_of(settings: Settings) -> Aidre:

@@ -14,13 +14,19 @@ if TYPE_CHECKING:
 
 
 class TokenHints(Strict):
-    compact_mode: bool = False
-    field_filtering: bool = False
-    delta_support: bool = False
+    compact_mode: bool = Field(False, description="The API has a compact answer mode.")
+    field_filtering: bool = Field(False, description="The API can return only requested fields.")
+    delta_support: bool = Field(
+        False,
+        description="The API can return only what changed since a given time.",
+    )
 
 
 class AiEndpoint(Strict):
-    enabled: bool = True
+    enabled: bool = Field(
+        True,
+        description="Serve /.well-known/ai (false: keep the section, serve nothing).",
+    )
     alias: bool = Field(True, description="Serve the same bytes at /ai too.")
     max_age: Annotated[int, Field(ge=0, le=604800)] = Field(
         86400, description="Cache-Control max-age of the document, in seconds."
@@ -28,7 +34,10 @@ class AiEndpoint(Strict):
     capabilities: list[Capability] = Field(
         [], description="Capabilities to expose besides the gateway's own spec surfaces."
     )
-    token_hints: TokenHints = TokenHints()
+    token_hints: TokenHints = Field(
+        TokenHints(),
+        description="The document's token_hints: what the API does to save an agent's tokens.",
+    )
 
 
 def ai_endpoint_of(settings: Settings) -> AiEndpoint | None:

@@ -20,33 +20,52 @@ Encoding = Literal["cl100k_base", "o200k_base"]
 
 
 class Publisher(Strict):
-    id: Annotated[str, Field(pattern=r"^[a-z0-9_-]{2,64}$")]
-    name: Annotated[str, Field(min_length=1, max_length=128)]
+    id: Annotated[str, Field(pattern=r"^[a-z0-9_-]{2,64}$")] = Field(
+        description="The publisher's id (event posts must name it).",
+    )
+    name: Annotated[str, Field(min_length=1, max_length=128)] = Field(
+        description="The publisher's name, as citations say it.",
+    )
     domain: Annotated[str, Field(
         max_length=253, pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                                r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")]
+                                r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")] = Field(
+        description="The publisher's domain name.",
+    )
 
 
 class IntentAccess(Strict):
     """`mode: live_only`, `storage_rights: none` and `cache_policy: no_store` are fixed by 0.1."""
 
     enabled: bool = Field(True, description="Master switch; false denies every retrieve.")
-    state: Literal["active", "paused", "disabled"] = "active"
-    training_use: bool = False
+    state: Literal["active", "paused", "disabled"] = Field(
+        "active",
+        description="`paused` or `disabled` denies every retrieve access_disabled.",
+    )
+    training_use: bool = Field(
+        False,
+        description="The content may be used to train models (aip.json says so).",
+    )
 
 
 class Supports(Strict):
-    chunks: bool = True
-    citations: bool = True
+    chunks: bool = Field(True, description="Answers carry chunks of text.")
+    citations: bool = Field(True, description="Answers cite each chunk's source.")
     full_article: bool = Field(
         False, description="False: articles are split into chunks and never returned whole."
     )
 
 
 class Retrieval(Strict):
-    supports: Supports = Supports()
-    max_chunks: Annotated[int, Field(ge=1, le=1000)] = 5
-    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = 800
+    supports: Supports = Field(Supports(), description="What a retrieve may return.")
+    max_chunks: Annotated[int, Field(ge=1, le=1000)] = Field(
+        5,
+        description="Most chunks in one answer (policy limits may lower it).",
+    )
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        800,
+        description="Most tokens, summed over the chunks of one answer (policy limits may lower "
+        "it).",
+    )
     chunk_tokens: Annotated[int, Field(ge=8, le=100_000)] = Field(
         200, description="Largest chunk an article is split into, in tokens."
     )
@@ -60,9 +79,18 @@ class Retrieval(Strict):
 
 
 class Compliance(Strict):
-    revocable: bool = True
-    notice_required: bool = False
-    revocation_reason: Literal["legal", "policy", "technical"] | None = None
+    revocable: bool = Field(
+        True,
+        description="Access can be revoked (aip.json's compliance.revocable).",
+    )
+    notice_required: bool = Field(
+        False,
+        description="Platforms must show a notice (aip.json's compliance.notice_required).",
+    )
+    revocation_reason: Literal["legal", "policy", "technical"] | None = Field(
+        None,
+        description="Why access was revoked, when it is; left out of aip.json when unset.",
+    )
     sunset: date | None = Field(None, description="Access ends after this date (UTC).")
     last_updated: date | None = Field(
         None, description="Default: the date this config file last changed."
@@ -74,7 +102,9 @@ class EventEndpoint(Strict):
     a request_id answered `ok` to the same platform within `retention`, and is stored once per
     platform and event_id."""
 
-    path: Path
+    path: Path = Field(
+        description="Path of the citation-event endpoint (advertised as endpoints.event).",
+    )
     required: bool = Field(False, description="Advertised: platforms must post events.")
     max_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = Field(
         64 * 1024, description="Largest event body accepted, in bytes; a larger one is refused "
@@ -89,7 +119,10 @@ class EventEndpoint(Strict):
         "(one process) or a Redis URL shared by replicas. Default: signing.nonce_store when "
         "signing is enabled, else memory://.",
     )
-    key_prefix: KeyPrefix = "aigw:aip-ledger"
+    key_prefix: KeyPrefix = Field(
+        "aigw:aip-ledger",
+        description="Prefix of the Redis keys of issued request ids and event ids.",
+    )
     store_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
         0.5, description="Socket timeout for a Redis store, in seconds.",
     )
@@ -102,7 +135,10 @@ class EventEndpoint(Strict):
 class Source(Strict):
     """Where answers come from: a search, and optionally the full article of each hit."""
 
-    description: Annotated[str, Field(max_length=500)] = ""
+    description: Annotated[str, Field(max_length=500)] = Field(
+        "",
+        description="What the source holds.",
+    )
     domains: list[Domain] = Field(
         [], description="Intent domains this source answers; empty: every editorial domain."
     )
@@ -128,19 +164,38 @@ class Source(Strict):
 
 
 class Aip(Strict):
-    enabled: bool = True
-    retrieve_path: Path = "/pag/retrieve"
+    enabled: bool = Field(True, description="Serve the section (false: keep it, serve nothing).")
+    retrieve_path: Path = Field("/pag/retrieve", description="Path of the retrieve endpoint.")
     retrieve_max_bytes: Annotated[int, Field(ge=4096, le=16 * 1024 * 1024)] = Field(
         256 * 1024, description="Largest retrieve body accepted, in bytes (a RetrieveRequest is "
         "small); a larger one is refused 413 request_too_large before it is parsed.",
     )
-    capabilities_path: Path = "/.well-known/aip/capabilities"
-    declaration_max_age: Annotated[int, Field(ge=0, le=86400)] = 3600
-    publisher: Publisher
-    intent_access: IntentAccess = IntentAccess()
-    editorial_domains: list[Domain] = Field(min_length=1)
-    retrieval: Retrieval = Retrieval()
-    compliance: Compliance = Compliance()
+    capabilities_path: Path = Field(
+        "/.well-known/aip/capabilities",
+        description="Path of the capabilities document.",
+    )
+    declaration_max_age: Annotated[int, Field(ge=0, le=86400)] = Field(
+        3600,
+        description="Cache-Control max-age of aip.json, in seconds.",
+    )
+    publisher: Publisher = Field(
+        description="Who publishes the content (aip.json's publisher; citations name it).",
+    )
+    intent_access: IntentAccess = Field(
+        IntentAccess(),
+        description="Whether AI access is on, and for which uses.",
+    )
+    editorial_domains: list[Domain] = Field(
+        min_length=1,
+        description="Intent domains the publisher answers (`finance` covers `finance.markets`); "
+        "others are denied out_of_scope.",
+    )
+    retrieval: Retrieval = Field(
+        Retrieval(),
+        description="What a retrieve may return: chunks, citations, full articles, and the "
+        "limits.",
+    )
+    compliance: Compliance = Field(Compliance(), description="aip.json's compliance statements.")
     event: EventEndpoint | None = Field(
         None, description="The citation-event endpoint, advertised as endpoints.event; needs "
         "`events` (the sink).",
@@ -153,7 +208,11 @@ class Aip(Strict):
         None, description="X-AIP-* request signing (HMAC-SHA256 per key), on retrieve and "
         "the event endpoint.",
     )
-    sources: dict[SourceName, Source] = Field(min_length=1)
+    sources: dict[SourceName, Source] = Field(
+        min_length=1,
+        description="The sources retrieves read, by name: an upstream search and an article read "
+        "each.",
+    )
 
     def ledger_store(self) -> str:
         """The store of issued request ids and event ids (EventEndpoint.store)."""

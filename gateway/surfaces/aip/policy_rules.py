@@ -24,7 +24,9 @@ class AipRetrieve(Rule):
     """Selects retrieve requests by platform, placement and declared use; every selector
     given must hold. Names compare in one normal form (case, width and whitespace folded)."""
 
-    kind: Literal["aip_retrieve"]
+    kind: Literal["aip_retrieve"] = Field(
+        description="`aip_retrieve`: which platforms, placements and uses may retrieve.",
+    )
     platforms: list[str] | None = Field(None, description="platform.id values.")
     placements: list[str] | None = Field(None, description="context.placement values.")
     placements_except: list[str] | None = Field(
@@ -51,10 +53,18 @@ class AipRetrieve(Rule):
 class AipLimit(Rule):
     """Caps on what one retrieve returns; the strictest of the declaration and every rule."""
 
-    kind: Literal["aip_limit"]
-    effect: Literal["allow"] = "allow"
-    max_chunks: int | None = Field(None, ge=1)
-    max_tokens: int | None = Field(None, ge=1)
+    kind: Literal["aip_limit"] = Field(
+        description="`aip_limit`: tighter limits on every retrieve (the strictest applies).",
+    )
+    effect: Literal["allow"] = Field(
+        "allow",
+        description="Always allow: a limit narrows what is served, it refuses nothing.",
+    )
+    max_chunks: int | None = Field(None, ge=1, description="Most chunks in one answer.")
+    max_tokens: int | None = Field(
+        None, ge=1,
+        description="Most tokens, summed over the chunks of one answer.",
+    )
 
 
 def _legacy(document: dict[str, Any], stem: str) -> list[RawRule]:

@@ -18,5 +18,11 @@ class AipRules(Strict):
     forbidden_uses: list[str] = Field(
         [], description="Uses a platform may not declare in extensions.aigw.use.",
     )
-    max_chunks: int | None = Field(None, ge=1)
-    max_tokens: int | None = Field(None, ge=1)
+    max_chunks: int | None = Field(
+        None, ge=1,
+        description="Most chunks in one answer (read as an aip_limit rule).",
+    )
+    max_tokens: int | None = Field(
+        None, ge=1,
+        description="Most tokens in one answer (read as an aip_limit rule).",
+    )

@@ -105,7 +105,10 @@ class Signing(Strict):
         "memory://", description="memory:// (one process) or a Redis URL shared by replicas "
         "(redis://, rediss://, redis+cluster://, redis+sentinel://).",
     )
-    nonce_key_prefix: KeyPrefix = "aigw:aip-nonce"
+    nonce_key_prefix: KeyPrefix = Field(
+        "aigw:aip-nonce",
+        description="Prefix of the nonce store's Redis keys.",
+    )
     nonce_store_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
         0.5, description="Socket timeout for the Redis nonce store, in seconds.",
     )
@@ -139,11 +142,18 @@ class Events(Strict):
         None, description="Keep events in a Redis stream (any Redis URL: one server, cluster "
         "or sentinel); without it, in `file`.",
     )
-    stream: Annotated[str, Field(min_length=1, max_length=256)] = "aigw:aip:events"
+    stream: Annotated[str, Field(min_length=1, max_length=256)] = Field(
+        "aigw:aip:events",
+        description="Redis stream events are added to (XADD), with `redis_url`.",
+    )
     max_len: Annotated[int, Field(ge=1000)] = Field(
         1_000_000, description="Approximate stream length kept (XADD MAXLEN ~).",
     )
-    store_timeout: Annotated[float, Field(gt=0, le=10)] = 0.5
+    store_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
+        0.5,
+        description="Longest wait to store an event, in seconds; past it the retrieve or post "
+        "fails closed (503).",
+    )
     file: str = Field(
         "aip-events.jsonl", description="JSON-lines file, relative to the working directory.",
     )

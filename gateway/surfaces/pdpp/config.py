@@ -20,7 +20,10 @@ class FieldSpec(Strict):
     its values are (the stream's advertised schema, which every record sent holds to)."""
 
     path: str = Field(description="JMESPath into one upstream item.")
-    type: Literal["string", "integer", "number", "boolean", "array", "object"] = "string"
+    type: Literal["string", "integer", "number", "boolean", "array", "object"] = Field(
+        "string",
+        description="The field's JSON type; a value of another type is left out of its record.",
+    )
     nullable: bool = Field(
         False, description="Null is a value of it (schema type [type, \"null\"]); without it "
         "a null or missing value leaves the field out of the record.")
@@ -48,7 +51,10 @@ class UpstreamSearch(Strict):
     the matching records, best first, each mapped by the stream's `fields` as a records page
     is: the gateway reads nothing more of the stream for a search, and keeps no index of it."""
 
-    operation: UpstreamOperation
+    operation: UpstreamOperation = Field(
+        description="The upstream search call: {query}, {fields}, {fields_csv}, {fts5_match}, "
+        "{subject}, {limit}; its answer's items are the matching records, best first.",
+    )
 
 
 class StreamSearch(Strict):
@@ -63,15 +69,33 @@ class StreamSearch(Strict):
 
 class Stream(Strict):
     connector_id: str = Field(min_length=1, description="The connector this stream comes from.")
-    description: str | None = None
-    fields: dict[FieldName, FieldSpec] = Field(min_length=1)
-    primary_key: FieldName
-    cursor_field: FieldName
-    consent_time_field: FieldName | None = None
+    description: str | None = Field(
+        None,
+        description="What the stream holds, as its metadata shows it.",
+    )
+    fields: dict[FieldName, FieldSpec] = Field(
+        min_length=1,
+        description="The stream's schema: each field's type and where it is in an upstream item.",
+    )
+    primary_key: FieldName = Field(
+        description="The field that is a record's key: /v1/streams/{stream}/records/{key}.",
+    )
+    cursor_field: FieldName = Field(
+        description="The field records are ordered and paged by (for callers who may read it).",
+    )
+    consent_time_field: FieldName | None = Field(
+        None,
+        description="The field a grant's time constraint is read against, as the stream's "
+        "metadata says.",
+    )
     emitted_at: FieldName | None = Field(
         None, description="Field whose value is a record's emitted_at (default: cursor_field); "
         "a caller who may not read it is given the time the gateway read the record instead.")
-    range_filters: dict[FieldName, list[RangeOp]] = {}
+    range_filters: dict[FieldName, list[RangeOp]] = Field(
+        {},
+        description="Fields callers may filter by range, and the operators each allows (gte, gt, "
+        "lte, lt).",
+    )
     records: UpstreamOperation = Field(
         description="Reads a page of records. Placeholders: {subject} (the token's subject), "
         "{limit}, {offset}, {page} (1-based) and {after}: the token the previous answer gave when "
@@ -80,7 +104,10 @@ class Stream(Strict):
         "ignored: `fields` above say where each field is.")
     record: UpstreamOperation | None = Field(
         None, description="Reads one record by {id} (and {subject}); default: from the list.")
-    page_size: Annotated[int, Field(ge=1, le=1000)] = 100
+    page_size: Annotated[int, Field(ge=1, le=1000)] = Field(
+        100,
+        description="Records asked of the upstream per page ({limit} of the records operation).",
+    )
     records_scope: Literal["auto", "stream", "subject"] = Field(
         "auto", description="Whose records `records` reads. `stream`: the same records for "
         "every caller, read once (without the caller's identity headers) and kept once, for "
@@ -90,26 +117,36 @@ class Stream(Strict):
     max_records: Annotated[int, Field(ge=1, le=100_000)] = Field(
         10_000, description="The most records read per stream and subject; past it searches "
         "say their recall is a candidate window.")
-    search: StreamSearch = StreamSearch()
+    search: StreamSearch = Field(
+        StreamSearch(),
+        description="Which fields /v1/search and /v1/search/semantic match, and whether the "
+        "upstream searches itself.",
+    )
 
 
 class LexicalSettings(Strict):
-    default_limit: Annotated[int, Field(ge=1, le=100)] = 10
-    max_limit: Annotated[int, Field(ge=1, le=100)] = 50
-    snippets: bool = True
+    default_limit: Annotated[int, Field(ge=1, le=100)] = Field(
+        10,
+        description="Results per page when a search gives no `limit`.",
+    )
+    max_limit: Annotated[int, Field(ge=1, le=100)] = Field(50, description="Most results per page.")
+    snippets: bool = Field(True, description="Show the matching sentence of a matched field.")
 
 
 class SemanticSettings(Strict):
-    enabled: bool = True
+    enabled: bool = Field(True, description="Serve semantic search.")
     embedder: EmbedderSettings = Field(
         default_factory=lambda: HashSettings(provider="hash"),
         description="What turns texts and queries into vectors (gateway.embeddings): "
         "`wordllama` (a model shipped inside its package: real semantic search offline), "
         "`openai-compatible` (a /v1/embeddings server), or `hash` (feature hashing, no "
         "model of meaning: for tests). The advertised model and dimensions are its.")
-    default_limit: Annotated[int, Field(ge=1, le=100)] = 10
-    max_limit: Annotated[int, Field(ge=1, le=100)] = 50
-    snippets: bool = True
+    default_limit: Annotated[int, Field(ge=1, le=100)] = Field(
+        10,
+        description="Results per page when a search gives no `limit`.",
+    )
+    max_limit: Annotated[int, Field(ge=1, le=100)] = Field(50, description="Most results per page.")
+    snippets: bool = Field(True, description="Show the best-matching sentence of a matched field.")
     min_similarity: Annotated[float, Field(ge=-1, le=1)] = Field(
         0.05, description="Records less similar than this to the query are not hits.")
 
@@ -141,7 +178,7 @@ class SearchIndexSettings(Strict):
 
 
 class Pdpp(Strict):
-    enabled: bool = True
+    enabled: bool = Field(True, description="Serve the section (false: keep it, serve nothing).")
     base_path: Annotated[str, Field(pattern=r"^(/[A-Za-z0-9._~-]+)*$")] = Field(
         "", description="Prefix of /v1/streams and /v1/search.")
     versions: list[Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")]] = Field(
@@ -150,11 +187,29 @@ class Pdpp(Strict):
     cursor_secret: SecretStr | None = Field(
         None, description="HMAC key of cursors; set it when replicas share traffic (without "
         "it the key is derived from this section, and `aigw validate` warns).")
-    cursor_ttl: Annotated[int, Field(ge=60, le=86400)] = 3600
-    index: SearchIndexSettings = SearchIndexSettings()
+    cursor_ttl: Annotated[int, Field(ge=60, le=86400)] = Field(
+        3600,
+        description="How long a next_cursor stays valid, in seconds.",
+    )
+    index: SearchIndexSettings = Field(
+        SearchIndexSettings(),
+        description="The gateway's own search index of streams the upstream cannot search: SQLite "
+        "files, or PostgreSQL shared by replicas.",
+    )
     refresh_seconds: Annotated[float, Field(ge=1, le=86400)] = Field(
         60, description="How long the records read from the upstream (and the search indexes "
         "built from them) are served before they are read again.")
-    lexical: LexicalSettings = LexicalSettings()
-    semantic: SemanticSettings | None = None
-    streams: dict[StreamName, Stream] = Field(min_length=1)
+    lexical: LexicalSettings = Field(
+        LexicalSettings(),
+        description="Lexical search (/v1/search): page sizes and snippets.",
+    )
+    semantic: SemanticSettings | None = Field(
+        None,
+        description="Semantic search (/v1/search/semantic) and the embedder it uses; unset: not "
+        "served.",
+    )
+    streams: dict[StreamName, Stream] = Field(
+        min_length=1,
+        description="The streams, by name: their schema and the upstream calls that read their "
+        "records.",
+    )

@@ -37,7 +37,9 @@ class StreamRead(Rule):
     """Who reads a stream, among the tokens whose grant covers it (an owner token covers
     every stream)."""
 
-    kind: Literal["pdpp_stream"]
+    kind: Literal["pdpp_stream"] = Field(
+        description="`pdpp_stream`: which streams a token reads, within its grant.",
+    )
     streams: list[str] | None = Field(None, description="Stream names; none: every stream.")
 
     def selects(self, ask: Ask) -> bool:
@@ -49,7 +51,9 @@ class FieldExposure(Rule):
     """Who is shown a field of a stream, among the tokens whose grant covers it; a field a
     rule denies is left out of records, search matches, snippets, filters and ordering."""
 
-    kind: Literal["pdpp_field"]
+    kind: Literal["pdpp_field"] = Field(
+        description="`pdpp_field`: which fields of a stream a token is shown, within its grant.",
+    )
     streams: list[str] | None = Field(None, description="Stream names; none: every stream.")
     fields: list[str] | None = Field(
         None, description="Field names; none: every field (schema-required ones are never "
