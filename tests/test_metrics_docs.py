@@ -1,4 +1,5 @@
-"""The README's metric table and the Grafana dashboard against what `/metrics` really exposes."""
+"""The metrics reference (docs/reference/metrics.md, generated from gateway.observability as the
+site builds) and the Grafana dashboard against what `/metrics` really exposes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from docs_site import refgen
 from processes import ROOT, Gateway
 from prometheus_client.metrics import MetricWrapperBase
 
@@ -31,8 +33,8 @@ def exposed(echo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dic
 
 
 def documented() -> dict[str, tuple[str, set[str]]]:
-    """Metric name -> (type, labels), from the README's table."""
-    rows = [_ROW.match(line) for line in (ROOT / "README.md").read_text().splitlines()]
+    """Metric name -> (type, labels), from the reference page's table."""
+    rows = [_ROW.match(line) for line in refgen("metrics_ref").page().splitlines()]
     return {m[1]: (m[2], {label.strip() for label in m[3].split(",") if label.strip()})
             for m in rows if m}
 

@@ -1,11 +1,12 @@
-"""The README's walkthrough, "Put aigw in front of an API you already run", run as written:
-every command of its shell blocks in order, against a real json-server (npm) and `aigw run`,
-on spare ports. Each `curl` must answer the status its `# NNN` note says and never carry
-json-server's address; every other command must exit 0 (or the code its `# exit N` note says).
-Its excerpts of the example's files must be in those files, verbatim.
+"""The walkthrough, "Put aigw in front of an API you already run" (docs/how-to/existing-api.md),
+run as written: every command of its shell blocks in order, against a real json-server (npm)
+and `aigw run`, on spare ports. Each `curl` must answer the status its `# NNN` note says and
+never carry json-server's address; every other command must exit 0 (or the code its `# exit N`
+note says). Its excerpts of the example's files must be in those files, verbatim.
 
-Also held to the code here: the README's operation placeholder tables (against what each kind
-of operation fills when a config loads) and the token claims shown under Authentication.
+Also held to the code here: where each kind of operation is configured (its `configured`,
+which the placeholder reference shows) against what that operation fills when a config loads,
+and the token claims shown in docs/how-to/authentication.md.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from gateway import cli
 from gateway.loader import ConfigError, load_config
 from gateway.operations import Placeholders
 
-README = ROOT / "README.md"
+WALKTHROUGH_PAGE = ROOT / "docs" / "how-to" / "existing-api.md"
+AUTHENTICATION_PAGE = ROOT / "docs" / "how-to" / "authentication.md"
 WALKTHROUGH = "Put aigw in front of an API you already run"
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 _HEREDOC = re.compile(r"<<\s*'?(\w+)'?")
@@ -45,12 +47,18 @@ _EXIT = re.compile(r"#\s*exit\s+(\d+)\s*$")
 _AIGW = re.compile(r"^\.venv/bin/aigw (?!run\b)[^|<>]*$")
 
 
-def section(title: str, level: str = "##") -> str:
-    """The README's text under `title`, up to the next heading of the same level."""
-    text = README.read_text(encoding="utf-8")
+def section(page: Path, title: str, level: str = "##") -> str:
+    """A docs page's text under `title`, up to the next heading of the same level."""
+    text = "\n" + page.read_text(encoding="utf-8")
     start = text.index(f"\n{level} {title}\n")
     end = text.find(f"\n{level} ", start + 1)
     return text[start:end if end != -1 else len(text)]
+
+
+def walkthrough() -> str:
+    text = WALKTHROUGH_PAGE.read_text(encoding="utf-8")
+    assert text.startswith(f"# {WALKTHROUGH}\n")
+    return text
 
 
 def blocks(text: str) -> list[tuple[str, str]]:
@@ -212,7 +220,7 @@ def walk(tmp_path: Path, logs_dir: Path) -> Iterator[Walk]:
 
 
 def walkthrough_commands() -> list[str]:
-    return [command for language, body in blocks(section(WALKTHROUGH))
+    return [command for language, body in blocks(walkthrough())
             if language == "sh" for command in commands(body)]
 
 
@@ -227,7 +235,7 @@ def test_the_walkthrough_runs_as_written(walk: Walk):
 
 
 def test_the_walkthroughs_excerpts_are_in_the_files_they_name():
-    excerpts = [body for language, body in blocks(section(WALKTHROUGH))
+    excerpts = [body for language, body in blocks(walkthrough())
                 if language == "yaml"]
     assert len(excerpts) >= 3
     for excerpt in excerpts:
@@ -239,25 +247,19 @@ def test_the_walkthroughs_excerpts_are_in_the_files_they_name():
 
 def test_the_example_config_points_at_the_walkthrough():
     header = (EXAMPLE / "aigw.yaml").read_text(encoding="utf-8").split("\nversion:")[0]
-    assert "README" in header and WALKTHROUGH in header
+    assert "docs/how-to/existing-api.md" in header and WALKTHROUGH in header
 
 
 # --------------------------------------------------------------------------- placeholders
 
-_TABLE_HEAD = re.compile(r"^\*\*`(?P<where>[\w.<>]+)`\*\* \(kind `(?P<kind>\w+)`\)", re.M)
-_ROW = re.compile(r"^\| `\{(\w+)\}` \|", re.M)
 _FILLS = re.compile(r"unknown placeholder \{not_a_placeholder\}; this operation fills (.*)$")
 
 
 def documented_placeholders() -> dict[str, tuple[str, set[str]]]:
-    """Kind -> (where it is configured, its placeholders), from the README's tables."""
-    text = section("Operation placeholders", "###")
-    heads = list(_TABLE_HEAD.finditer(text))
-    tables = {}
-    for head, following in zip(heads, [*heads[1:], None], strict=True):
-        body = text[head.end():following.start() if following else len(text)]
-        tables[head["kind"]] = (head["where"], set(_ROW.findall(body)))
-    return tables
+    """Kind -> (where it is configured, its placeholders), as the placeholder reference lists
+    them (docs/refgen/placeholders_ref.py reads each kind's `configured` and fields)."""
+    return {name: (kind.configured, {f.name for f in fields(kind)})
+            for name, kind in placeholder_kinds().items()}
 
 
 def placeholder_kinds() -> dict[str, type[Placeholders]]:
@@ -277,11 +279,10 @@ def placeholder_kinds() -> dict[str, type[Placeholders]]:
     return {kind.__name__: kind for kind in declared - bases}
 
 
-def test_every_kind_of_operation_has_a_placeholder_table_with_its_fields():
-    tables, kinds = documented_placeholders(), placeholder_kinds()
-    assert set(tables) == set(kinds)
-    for name, kind in kinds.items():
-        assert tables[name][1] == {f.name for f in fields(kind)}, name
+def test_every_kind_of_operation_says_where_it_is_configured():
+    assert {kind.configured for kind in placeholder_kinds().values()} \
+        >= {"aidre.collections.<name>.text_search", "pdpp.streams.<name>.records"}
+    assert all(kind.configured for kind in placeholder_kinds().values())
 
 
 def probe_config(where: str, workdir: Path) -> tuple[dict[str, Any], str]:
@@ -323,7 +324,7 @@ def test_each_placeholder_table_is_what_its_operation_fills(kind: str, tmp_path:
 
 
 def test_the_token_claims_under_authentication_are_what_aigw_token_mints():
-    shown = blocks(section("Authentication"))
+    shown = blocks(section(AUTHENTICATION_PAGE, "The grant in a token"))
     [(index, command)] = [(i, body) for i, (language, body) in enumerate(shown)
                           if language == "sh" and "aigw token" in body]
     language, claims = shown[index + 1]

@@ -7,13 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+GENERATED_PAGES = ("reference/config.md", "reference/policy-files.md", "reference/errors.md",
+                   "reference/metrics.md", "reference/cli.md", "reference/placeholders.md")
 
 
 def pages() -> dict[str, str]:
     """Page path under docs/ -> its Markdown."""
     from refgen import cli_ref, config_ref, errors_ref, metrics_ref, placeholders_ref
 
-    return {
+    found = {
         "reference/config.md": config_ref.config_page(),
         "reference/policy-files.md": config_ref.policy_page(),
         "reference/errors.md": errors_ref.page(ROOT / "gateway", ROOT / "config" / "demo.yaml"),
@@ -21,3 +23,5 @@ def pages() -> dict[str, str]:
         "reference/cli.md": cli_ref.page(),
         "reference/placeholders.md": placeholders_ref.page(),
     }
+    assert tuple(found) == GENERATED_PAGES
+    return found
