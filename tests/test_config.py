@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -220,3 +222,16 @@ def test_schema_command_prints_the_json_schema_that_validates_the_demo_config():
     jsonschema.Draft202012Validator(schema).validate(demo)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(schema).validate({**demo, "unknown": True})
+
+
+def test_the_readme_example_is_a_valid_config(tmp_path, monkeypatch):
+    """The README's 20-line example passes `aigw validate --strict` as printed."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    [example] = re.findall(r"```yaml\n(.*?)```", readme, re.S)
+    assert len(example.splitlines()) <= 22
+    path = tmp_path / "gw.yaml"
+    path.write_text(example)
+    env = {**os.environ, "AIDRE_CURSOR_SECRET": secrets.token_hex(32)}
+    result = subprocess.run([sys.executable, "-m", "gateway", "validate", "--strict", str(path)],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -137,3 +137,11 @@ def test_the_page_renders_in_a_real_browser(site: Path, served: str, page: str, 
     if (ROOT / "site").is_dir():  # `make docs` ran: keep the screenshot beside its build
         (ROOT / "site" / "_review").mkdir(exist_ok=True)
         shutil.copy(review / shot, ROOT / "site" / "_review" / shot)
+
+
+def test_the_readme_fits_on_a_screen_and_links_into_the_site():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for target in re.findall(r"\]\(([^)#]+)", readme):
+        if not target.startswith("http"):
+            assert (ROOT / target).exists(), target
