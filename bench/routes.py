@@ -9,8 +9,12 @@ request, or one in ten, traced and exported over OTLP/HTTP to the bench upstream
 answers the exports 200 like a collector).
 The proxy runs alone on the proxy core (1); the upstream, the issuer and wrk on the load core (0).
 
+With --profile, each scenario is measured once with py-spy sampling aigw during the measured
+run (`--function`, 250 Hz, non-blocking); the report gets each scenario's top functions by self
+and total samples, and the collapsed stacks go to bench/results/profile-routes-<scenario>-*.txt.
+
 Usage: .venv/bin/python bench/routes.py [--quick] [--duration S] [--connections N]
-                                        [--no-with-ratelimit] [--no-with-tracing]
+                                        [--no-with-ratelimit] [--no-with-tracing] [--profile]
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from functools import partial
 from pathlib import Path
 
 import run
+import spy
 from run import BenchError, Options, Result, Service
 
 TRANSPORT = "httptools"
@@ -49,6 +54,7 @@ class RouteOptions(Options):
     with_ratelimit: bool = True
     with_tracing: bool = True
     rounds: int = 3
+    profile: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,12 +100,16 @@ def parse_args(argv: list[str] | None = None) -> RouteOptions:
         "--rounds", type=int, default=3,
         help="measure every scenario this many times, interleaved, and report the median",
     )
+    parser.add_argument(
+        "--profile", action="store_true",
+        help="one round, with py-spy sampling aigw during each scenario's measured run",
+    )
     run.add_placement_args(parser)
     args = parser.parse_args(argv)
     base = run.options_from(args, [TRANSPORT])
-    rounds = 1 if args.quick else max(1, args.rounds)
+    rounds = 1 if args.quick or args.profile else max(1, args.rounds)
     return RouteOptions(**dataclasses.asdict(base), with_ratelimit=args.with_ratelimit,
-                        with_tracing=args.with_tracing, rounds=rounds)
+                        with_tracing=args.with_tracing, rounds=rounds, profile=args.profile)
 
 
 def scenarios(opts: RouteOptions) -> list[Scenario]:
@@ -290,7 +300,51 @@ def measure_scenario(
     start = partial(start, workdir, extra_config=extra, name=slug)
     starter = partial(checked, start, partial(scenario_checks, scenario, port, issuer.token))
     headers = bearer(issuer.token) if scenario.auth else None
+    if opts.profile:
+        return measure_profiled(scenario.name, starter, port, opts, headers)
     return run.measure_proxy(scenario.name, starter, port, opts, headers)
+
+
+@dataclass
+class Profiled(Result):
+    profile: list[str] = dataclasses.field(default_factory=list)  # the summary's lines
+
+
+PROFILE_RATE = 250
+
+
+def measure_profiled(name: str, starter: Callable[[], Service], port: int, opts: RouteOptions,
+                     headers: dict[str, str] | None) -> Result:
+    """`run.measure_proxy` with py-spy recording aigw during the measured wrk run."""
+    print(f"- {name} (profiled)", flush=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    raw = run.RESULTS_DIR / f"profile-routes-{name.replace('+', '-')}-{stamp}.txt"
+    run.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    try:
+        service = starter()
+    except BenchError as exc:
+        return run.not_measured(name, exc)
+    try:
+        run.check_passthrough(name, port, headers)
+        run.run_wrk(port, run.WARMUP_SECONDS, opts, latency=False, headers=headers)
+        recorder = spy.record(service.proc.pid, opts.duration, PROFILE_RATE, raw, "raw", True)
+        before = run.cpu_seconds(service.proc.pid)
+        output = run.run_wrk(port, opts.duration, opts, latency=True, headers=headers)
+        spent = run.cpu_seconds(service.proc.pid) - before
+        _, err = recorder.communicate(timeout=opts.duration + 30)
+        if recorder.returncode != 0:
+            raise BenchError(f"py-spy failed: {err.decode(errors='replace')}")
+    except BenchError as exc:
+        return run.not_measured(name, exc)
+    finally:
+        run.stop(service)
+    parsed = run.parse_wrk(name, output)
+    result = Profiled(**dataclasses.asdict(parsed), profile=spy.summary(raw, 20))
+    if result.requests:
+        result.cpu_us = spent * 1e6 / result.requests
+    print(f"  {name}: {result.rps:,.0f} rps, cpu {run.fmt_us(result.cpu_us)}/req, "
+          f"stacks in {raw.relative_to(run.REPO_DIR)}", flush=True)
+    return result
 
 
 def median_result(runs: list[Result]) -> Result:
@@ -376,6 +430,10 @@ def report(results: list[Result], opts: RouteOptions, started: dt.datetime) -> s
         "",
         *goals_table(results),
     ]
+    for result in results:
+        if isinstance(result, Profiled):
+            lines += ["", f"## Profile: {result.target} (py-spy, {PROFILE_RATE} Hz)", "",
+                      *result.profile]
     return run.finish_report(lines, results)
 
 
