@@ -28,10 +28,7 @@ class Credential:
 
 def extract(scope: Scope, auth: Auth, api_key_header: bytes | None) -> Credential | None:
     """The request's credential, None when it has none; raises on ambiguity or bad syntax."""
-    headers: RawHeaders = scope["headers"]
-    authorizations = [value for name, value in headers if name == b"authorization"]
-    api_keys = [value for name, value in headers if name == api_key_header] \
-        if api_key_header else []
+    authorizations, api_keys = _credential_fields(scope["headers"], api_key_header)
     query_tokens = _query_tokens(scope.get("query_string", b""))
     found: list[Credential] = []
     if len(authorizations) > 1 or len(api_keys) > 1 or len(query_tokens) > 1:
@@ -50,6 +47,19 @@ def extract(scope: Scope, auth: Auth, api_key_header: bytes | None) -> Credentia
     if len(found) > 1:
         raise BadCredentials("The request carries more than one credential.")
     return found[0] if found else None
+
+
+def _credential_fields(headers: RawHeaders,
+                       api_key_header: bytes | None) -> tuple[list[bytes], list[bytes]]:
+    """The Authorization values and the API-key header's values, in one pass over the head."""
+    authorizations: list[bytes] = []
+    api_keys: list[bytes] = []
+    for name, value in headers:
+        if name == b"authorization":
+            authorizations.append(value)
+        elif name == api_key_header:
+            api_keys.append(value)
+    return authorizations, api_keys
 
 
 def _bearer(value: bytes, limit: int) -> str | None:

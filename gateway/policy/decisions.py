@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
+import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +40,8 @@ def note(ctx: RequestContext | None, surface: str, ask: Ask, outcome: Outcome,
     if ctx is None:
         return
     if ctx.decision_id is None:
-        ctx.decision_id = os.urandom(16).hex()
+        # A label like the request id, not a secret: the seeded PRNG (no system call).
+        ctx.decision_id = f"{random.getrandbits(128):032x}"
     ctx.decisions.append(Noted(surface, ask, outcome, shadow, removed))
 
 
@@ -93,9 +94,16 @@ def _entry(decision: Noted) -> dict[str, Any]:
 
 def principal_view(principal: Any, subjects: str) -> dict[str, Any]:
     """Who asked, without secrets: the subject hashed (default), kept, or left out."""
-    view: dict[str, Any] = {"kind": principal.kind.value, "scopes": sorted(principal.scopes),
-                            "client_id": principal.client_id}
-    if principal.subject is not None and subjects != "omit":
-        view["subject"] = principal.subject if subjects == "clear" else \
-            "sha256:" + hashlib.sha256(principal.subject.encode()).hexdigest()[:32]
-    return view
+    return dict(_view(principal.kind.value, principal.scopes, principal.client_id,
+                      principal.subject, subjects))
+
+
+@functools.lru_cache(maxsize=4096)
+def _view(kind: str, scopes: frozenset[str], client_id: str | None, subject: str | None,
+          subjects: str) -> tuple[tuple[str, Any], ...]:
+    """A busy caller's view is made once (its subject's hash, its sorted scopes), not per line."""
+    view: dict[str, Any] = {"kind": kind, "scopes": tuple(sorted(scopes)), "client_id": client_id}
+    if subject is not None and subjects != "omit":
+        view["subject"] = subject if subjects == "clear" else \
+            "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:32]
+    return tuple(view.items())
