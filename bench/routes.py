@@ -356,9 +356,17 @@ def measure_profiled(name: str, starter: Callable[[], Service], port: int, opts:
 
 
 def median_result(runs: list[Result]) -> Result:
-    """The run with the median rps: machine noise hits single runs, rarely the middle one."""
+    """The run with the median rps (machine noise hits single runs, rarely the middle one),
+    with the median CPU/request of all runs: CPU time is steadier than rps on a shared machine,
+    and its own median is the fairer figure for the CPU ratios."""
     measured = sorted((r for r in runs if r.rps is not None), key=lambda r: r.rps or 0.0)
-    return measured[len(measured) // 2] if measured else runs[0]
+    if not measured:
+        return runs[0]
+    chosen = measured[len(measured) // 2]
+    cpus = sorted(r.cpu_us for r in measured if r.cpu_us is not None)
+    if cpus:
+        chosen = dataclasses.replace(chosen, cpu_us=cpus[len(cpus) // 2])
+    return chosen
 
 
 def with_redis(found: list[Scenario], url: str) -> list[Scenario]:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import re
+import string
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from gateway.asgi import RawHeaders, Scope
 from gateway.auth.config import Auth
 
-_TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+# RFC 6750 b64token (token68): these characters, then any number of "=".
+_TOKEN68_CHARS = (string.ascii_letters + string.digits + "-._~+/").encode()
 
 
 class BadCredentials(Exception):
@@ -69,9 +70,15 @@ def _bearer(value: bytes, limit: int) -> str | None:
     if scheme.lower() != "bearer":
         return None  # another scheme is not ours to judge: the request is simply unauthenticated
     token = token.strip()
-    if not _TOKEN68.fullmatch(token):
+    if not _is_token68(token):
         raise BadCredentials("The Authorization header is not a valid Bearer credential.")
     return token
+
+
+def _is_token68(token: str) -> bool:
+    """`[A-Za-z0-9-._~+/]+=*` in full (a byte table, several times faster than the regex)."""
+    core = token.encode("latin-1").rstrip(b"=")
+    return bool(core) and not core.translate(None, _TOKEN68_CHARS)
 
 
 def _checked(token: str, limit: int) -> str:

@@ -58,15 +58,17 @@ def _label(outcome: Outcome, ask: Ask) -> str:
 
 def log_record(ctx: RequestContext, revision: str, subjects: str) -> dict[str, Any]:
     """The decision-log line of a request: the deciding decision first, then all of them."""
-    final = next((d for d in ctx.decisions if d.outcome.effect == "deny"), ctx.decisions[-1])
+    decisions = ctx.decisions
+    final = decisions[0] if len(decisions) == 1 else \
+        next((d for d in decisions if d.outcome.effect == "deny"), decisions[-1])
     record = {
         "type": "decision", "ts": time.time(), "decision_id": ctx.decision_id,
         "request_id": ctx.request_id, "revision": revision, "surface": final.surface,
         "kind": final.ask.kind, "resource": final.ask.resource,
         "rule": final.outcome.rule, "effect": final.outcome.effect, "mode": final.outcome.mode,
         "principal": principal_view(final.ask.principal, subjects),
-        "fields_removed": sorted({f for d in ctx.decisions for f in d.removed}),
-        "decisions": [_entry(d) for d in ctx.decisions],
+        "fields_removed": sorted({f for d in decisions for f in d.removed}),
+        "decisions": [_entry(d) for d in decisions],
     }
     if ctx.parent is not None:  # an inner request: the request (a tool call, say) it served
         record["parent_request_id"] = ctx.parent

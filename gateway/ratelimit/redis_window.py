@@ -1,11 +1,12 @@
 """The sliding-window counter in Redis: one Lua script counts a hit and reports what is left.
 
-Redis's clock is the only one used, so replicas with skewed clocks still agree. The hits one
-process makes in the same turn of the event loop go to Redis together, in one call of the
-script, which counts them one after another exactly as if each had come alone: a busy gateway
-pays one round trip per turn instead of one per request, and the counts are those of today's
-one-hit calls. On a Redis Cluster each key lives on its own slot, so there each hit is its own
-call. Both windows of one counter share one hash tag, so one slot.
+Redis's clock is the only one used, so replicas with skewed clocks still agree. A process
+makes one call of the script at a time: the hits that arrive while one is under way go to Redis
+together in the next, which counts them one after another exactly as if each had come alone. A
+busy gateway pays one round trip per batch instead of one per request (a hit waits at most for
+the call under way, then its own), and the counts are those of one-hit calls. On a Redis
+Cluster each key lives on its own slot, so there each hit is its own call. Both windows of one
+counter share one hash tag, so one slot.
 
 `sync` is the batched mode's round trip (gateway.ratelimit.batched): it adds the hits a
 process admitted on its own, whatever the limit, and reads back every key's counts.
@@ -125,12 +126,12 @@ class RedisSlidingWindow:
         self._prefix = key_prefix
         self._one_per_call = urlsplit(url).scheme == "redis+cluster"
         self._waiting: list[_Waiting] = []
-        self._sending: set[asyncio.Task[None]] = set()
+        self._sending: asyncio.Task[None] | None = None  # the one call under way
         self._keys: dict[tuple[limits.RateLimitItem, tuple[str, ...]], str] = {}
 
     async def aclose(self) -> None:
-        if self._sending:
-            await asyncio.gather(*self._sending, return_exceptions=True)
+        if self._sending is not None:
+            await asyncio.gather(self._sending, return_exceptions=True)
         await self._client.aclose()
 
     async def hit(self, item: limits.RateLimitItem, *identity: str) -> Count:
@@ -154,19 +155,21 @@ class RedisSlidingWindow:
             return (await self._call([(key, limit, window, cost)]))[0]
         future: asyncio.Future[Tally] = asyncio.get_running_loop().create_future()
         self._waiting.append((key, limit, window, cost, future))
-        if len(self._waiting) == 1:
-            asyncio.get_running_loop().call_soon(self._send)
-        elif len(self._waiting) >= _MAX_BATCH:
-            self._send()
+        if self._sending is None:
+            self._sending = asyncio.get_running_loop().create_task(self._send())
         return await future
 
-    def _send(self) -> None:
-        """Send the hits of this turn of the loop in one call."""
-        batch, self._waiting = self._waiting, []
-        if batch:
-            task = asyncio.get_running_loop().create_task(self._settle(batch))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+    async def _send(self) -> None:
+        """One call at a time: the hits that came while one was under way (or in the turn
+        that started it) go together in the next."""
+        await asyncio.sleep(0)  # let the rest of this loop turn add its hits
+        try:
+            while self._waiting:
+                batch = self._waiting[:_MAX_BATCH]
+                del self._waiting[:_MAX_BATCH]
+                await self._settle(batch)
+        finally:
+            self._sending = None
 
     async def _settle(self, batch: list[_Waiting]) -> None:
         try:
