@@ -92,6 +92,19 @@ async def test_hits_of_one_loop_turn_are_counted_one_after_another_in_one_round_
     await counter.aclose()
 
 
+async def test_an_unexpected_reply_is_a_store_error_and_leaves_no_hit_waiting():
+    counter = RedisSlidingWindow(REDIS, fresh_prefix(), 1.0)
+
+    async def garbage(**kwargs):
+        return [b"OK"]
+
+    counter._count = garbage
+    hits = (counter.hit(limits.parse("5/minute"), "rule", "alice") for _ in range(3))
+    results = await asyncio.wait_for(asyncio.gather(*hits, return_exceptions=True), 5)
+    assert all(isinstance(result, StoreUnavailable) for result in results)
+    await counter.aclose()
+
+
 # --------------------------------------------------------------------------- batched
 
 

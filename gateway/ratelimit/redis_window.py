@@ -174,10 +174,11 @@ class RedisSlidingWindow:
     async def _settle(self, batch: list[_Waiting]) -> None:
         try:
             tallies = await self._call([entry[:4] for entry in batch])
-        except StoreUnavailable as exc:
+        except Exception as exc:  # whatever it was, no waiter may be left hanging
+            reason = exc.args[0] if isinstance(exc, StoreUnavailable) else type(exc).__name__
             for *_, future in batch:
                 if not future.done():
-                    future.set_exception(StoreUnavailable(*exc.args))
+                    future.set_exception(StoreUnavailable(reason))
             return
         for (*_, future), tally in zip(batch, tallies, strict=True):
             if not future.done():  # a waiter gone (its client left) is not answered
@@ -187,9 +188,12 @@ class RedisSlidingWindow:
         if self._one_per_call and len(hits) > 1:
             groups = await self._each([([key], [limit, window, cost])
                                        for key, limit, window, cost in hits], self._count)
-            return [tally for group in groups for tally in _tallies(group)]
-        args = [value for _, limit, window, cost in hits for value in (limit, window, cost)]
-        return _tallies(await self._run(self._count, [key for key, *_ in hits], args))
+            flat = [value for group in groups for value in group]
+        else:
+            args = [value for _, limit, window, cost in hits for value in (limit, window, cost)]
+            flat = await self._run(self._count, [key for key, *_ in hits], args)
+        numbers = _numbers(flat, 5 * len(hits))
+        return [Tally(bool(numbers[i]), *numbers[i + 1:i + 5]) for i in range(0, len(numbers), 5)]
 
     async def sync(self, changes: Sequence[tuple[str, int, int]]) -> list[Counts]:
         """Add hits to keys (key, window seconds, hits) and read every key's counts back, in
@@ -201,8 +205,8 @@ class RedisSlidingWindow:
         else:
             args = [value for _, window, added in changes for value in (window, added)]
             flat = await self._run(self._sync, [key for key, *_ in changes], args)
-        return [Counts(int(flat[i]), int(flat[i + 1]), int(flat[i + 2]))
-                for i in range(0, len(flat), 3)]
+        numbers = _numbers(flat, 3 * len(changes))
+        return [Counts(*numbers[i:i + 3]) for i in range(0, len(numbers), 3)]
 
     async def _each(self, calls: list[tuple[list[str], list[int]]], script: Any) -> list[Any]:
         """One call per key, concurrently (a cluster's keys are on slots of their own)."""
@@ -218,6 +222,9 @@ class RedisSlidingWindow:
             raise StoreUnavailable(type(exc).__name__) from exc
 
 
-def _tallies(flat: Sequence[Any]) -> list[Tally]:
-    return [Tally(bool(flat[i]), int(flat[i + 1]), int(flat[i + 2]), int(flat[i + 3]),
-                  int(flat[i + 4])) for i in range(0, len(flat), 5)]
+def _numbers(reply: Any, expected: int) -> list[int]:
+    """The script's reply as integers, or `StoreUnavailable` when it is not what was asked."""
+    if not isinstance(reply, list) or len(reply) != expected or \
+            not all(isinstance(value, int) for value in reply):
+        raise StoreUnavailable("UnexpectedReply")
+    return reply
