@@ -127,7 +127,7 @@ class RedisSlidingWindow:
         self._one_per_call = urlsplit(url).scheme == "redis+cluster"
         self._waiting: list[_Waiting] = []
         self._sending: asyncio.Task[None] | None = None  # the one call under way
-        self._keys: dict[tuple[limits.RateLimitItem, tuple[str, ...]], str] = {}
+        self._keys: dict[tuple[int, tuple[str, ...]], tuple[limits.RateLimitItem, str]] = {}
 
     async def aclose(self) -> None:
         if self._sending is not None:
@@ -140,14 +140,16 @@ class RedisSlidingWindow:
 
     def key(self, item: limits.RateLimitItem, identity: tuple[str, ...]) -> str:
         """The Redis key of a limit for an identity (made once while it is in use)."""
-        found = self._keys.get((item, identity))
-        if found is None:
+        # By the item's identity (hashing a `limits` item runs Python code); the entry holds
+        # the item, so its id cannot be reused by another while the entry exists.
+        found = self._keys.get((id(item), identity))
+        if found is None or found[0] is not item:
             if len(self._keys) >= _KEYS_KEPT:
                 self._keys.clear()
             # The hash tag keeps both windows of one counter on one cluster slot.
-            found = hash_tagged(self._prefix + ":" + item.key_for(*identity))
-            self._keys[(item, identity)] = found
-        return found
+            found = (item, hash_tagged(self._prefix + ":" + item.key_for(*identity)))
+            self._keys[(id(item), identity)] = found
+        return found[1]
 
     async def count(self, key: str, limit: int, window: int, cost: int = 1) -> Tally:
         """Count `cost` hits on `key` if they fit under `limit` (per `window` seconds)."""
