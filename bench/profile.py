@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import run
 from run import BenchError
+from spy import record
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -29,19 +29,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--label", default="passthrough", help="part of the output file names")
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     return parser.parse_args(argv)
-
-
-def py_spy() -> str:
-    found = shutil.which("py-spy") or str(run.REPO_DIR / ".venv" / "bin" / "py-spy")
-    if not Path(found).exists():
-        raise BenchError("py-spy is not installed: .venv/bin/pip install py-spy")
-    return found
-
-
-def record(pid: int, seconds: int, rate: int, output: Path, fmt: str) -> subprocess.Popen[bytes]:
-    cmd = [py_spy(), "record", "--pid", str(pid), "--subprocesses", "--duration", str(seconds),
-           "--rate", str(rate), "--format", fmt, "--output", str(output), "--nonblocking"]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def profile(args: argparse.Namespace, workdir: Path) -> list[Path]:

@@ -9,8 +9,12 @@ request, or one in ten, traced and exported over OTLP/HTTP to the bench upstream
 answers the exports 200 like a collector).
 The proxy runs alone on the proxy core (1); the upstream, the issuer and wrk on the load core (0).
 
+With --profile, each scenario is measured once with py-spy sampling aigw during the measured
+run (`--function`, 250 Hz, non-blocking); the report gets each scenario's top functions by self
+and total samples, and the collapsed stacks go to bench/results/profile-routes-<scenario>-*.txt.
+
 Usage: .venv/bin/python bench/routes.py [--quick] [--duration S] [--connections N]
-                                        [--no-with-ratelimit] [--no-with-tracing]
+                                        [--no-with-ratelimit] [--no-with-tracing] [--profile]
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from functools import partial
 from pathlib import Path
 
 import run
+import spy
 from run import BenchError, Options, Result, Service
 
 TRANSPORT = "httptools"
@@ -42,6 +47,8 @@ REDIS = "redis"  # a scenario's storage placeholder: the run's own pinned redis-
 ISSUER_CONFIG = "issuer.yaml"  # in the run's temporary directory, next to the issuer's key
 RATELIMIT_HEADERS = ("RateLimit-Remaining", "RateLimit")
 GOALS = (("jwt", "open", 0.80), ("jwt+ratelimit-redis", "jwt+ratelimit-memory", 0.70))
+# Issue 24: a cached JWT and one Redis rule cost at most 1.5x a bare passthrough's CPU.
+CPU_GOALS = (("jwt+ratelimit-redis", "open", 1.5), ("jwt+ratelimit-redis-batched", "open", 1.5))
 
 
 @dataclass
@@ -49,6 +56,7 @@ class RouteOptions(Options):
     with_ratelimit: bool = True
     with_tracing: bool = True
     rounds: int = 3
+    profile: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class Scenario:
     auth: bool = False
     storage: str | None = None
     tracing: float | None = None  # the sample ratio of new traces; None: tracing off
+    sync: str = "exact"  # rate_limits.sync
 
 
 @dataclass(frozen=True)
@@ -94,12 +103,16 @@ def parse_args(argv: list[str] | None = None) -> RouteOptions:
         "--rounds", type=int, default=3,
         help="measure every scenario this many times, interleaved, and report the median",
     )
+    parser.add_argument(
+        "--profile", action="store_true",
+        help="one round, with py-spy sampling aigw during each scenario's measured run",
+    )
     run.add_placement_args(parser)
     args = parser.parse_args(argv)
     base = run.options_from(args, [TRANSPORT])
-    rounds = 1 if args.quick else max(1, args.rounds)
+    rounds = 1 if args.quick or args.profile else max(1, args.rounds)
     return RouteOptions(**dataclasses.asdict(base), with_ratelimit=args.with_ratelimit,
-                        with_tracing=args.with_tracing, rounds=rounds)
+                        with_tracing=args.with_tracing, rounds=rounds, profile=args.profile)
 
 
 def scenarios(opts: RouteOptions) -> list[Scenario]:
@@ -110,6 +123,8 @@ def scenarios(opts: RouteOptions) -> list[Scenario]:
     if opts.with_ratelimit:
         found.append(Scenario("jwt+ratelimit-memory", auth=True, storage="memory://"))
         found.append(Scenario("jwt+ratelimit-redis", auth=True, storage=REDIS))
+        found.append(Scenario("jwt+ratelimit-redis-batched", auth=True, storage=REDIS,
+                              sync="batched"))
     return found
 
 
@@ -136,12 +151,15 @@ def auth_yaml(issuer_url: str, issuer_port: int, resource: str) -> str:
     )
 
 
-def ratelimit_yaml(storage: str) -> str:
+def ratelimit_yaml(storage: str, sync: str = "exact") -> str:
     """A rate limit far above what the run can reach: its cost, never its 429s."""
+    # exact is the default, and not named, so an aigw from before `sync` still starts
+    sync_line = f"  sync: {sync}\n" if sync != "exact" else ""
     return (
         "rate_limits:\n"
         f"  storage: {storage}\n"
         "  strategy: sliding-window-counter\n"
+        f"{sync_line}"
         "  rules:\n"
         "    - name: bench\n"
         f"      paths: [{run.PATH}]\n"
@@ -167,7 +185,7 @@ def scenario_yaml(scenario: Scenario, issuer: Issuer, port: int, upstream_port: 
     if not scenario.auth:
         return ""
     text = auth_yaml(issuer.url, issuer.port, f"http://127.0.0.1:{port}")
-    return text + (ratelimit_yaml(scenario.storage) if scenario.storage else "")
+    return text + (ratelimit_yaml(scenario.storage, scenario.sync) if scenario.storage else "")
 
 
 # --------------------------------------------------------------------------- issuer and token
@@ -290,13 +308,65 @@ def measure_scenario(
     start = partial(start, workdir, extra_config=extra, name=slug)
     starter = partial(checked, start, partial(scenario_checks, scenario, port, issuer.token))
     headers = bearer(issuer.token) if scenario.auth else None
+    if opts.profile:
+        return measure_profiled(scenario.name, starter, port, opts, headers)
     return run.measure_proxy(scenario.name, starter, port, opts, headers)
 
 
+@dataclass
+class Profiled(Result):
+    profile: list[str] = dataclasses.field(default_factory=list)  # the summary's lines
+
+
+PROFILE_RATE = 250
+
+
+def measure_profiled(name: str, starter: Callable[[], Service], port: int, opts: RouteOptions,
+                     headers: dict[str, str] | None) -> Result:
+    """`run.measure_proxy` with py-spy recording aigw during the measured wrk run."""
+    print(f"- {name} (profiled)", flush=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    raw = run.RESULTS_DIR / f"profile-routes-{name.replace('+', '-')}-{stamp}.txt"
+    run.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    try:
+        service = starter()
+    except BenchError as exc:
+        return run.not_measured(name, exc)
+    try:
+        run.check_passthrough(name, port, headers)
+        run.run_wrk(port, run.WARMUP_SECONDS, opts, latency=False, headers=headers)
+        recorder = spy.record(service.proc.pid, opts.duration, PROFILE_RATE, raw, "raw", True)
+        before = run.cpu_seconds(service.proc.pid)
+        output = run.run_wrk(port, opts.duration, opts, latency=True, headers=headers)
+        spent = run.cpu_seconds(service.proc.pid) - before
+        _, err = recorder.communicate(timeout=opts.duration + 30)
+        if recorder.returncode != 0:
+            raise BenchError(f"py-spy failed: {err.decode(errors='replace')}")
+    except BenchError as exc:
+        return run.not_measured(name, exc)
+    finally:
+        run.stop(service)
+    parsed = run.parse_wrk(name, output)
+    result = Profiled(**dataclasses.asdict(parsed), profile=spy.summary(raw, 20))
+    if result.requests:
+        result.cpu_us = spent * 1e6 / result.requests
+    print(f"  {name}: {result.rps:,.0f} rps, cpu {run.fmt_us(result.cpu_us)}/req, "
+          f"stacks in {raw.relative_to(run.REPO_DIR)}", flush=True)
+    return result
+
+
 def median_result(runs: list[Result]) -> Result:
-    """The run with the median rps: machine noise hits single runs, rarely the middle one."""
+    """The run with the median rps (machine noise hits single runs, rarely the middle one),
+    with the median CPU/request of all runs: CPU time is steadier than rps on a shared machine,
+    and its own median is the fairer figure for the CPU ratios."""
     measured = sorted((r for r in runs if r.rps is not None), key=lambda r: r.rps or 0.0)
-    return measured[len(measured) // 2] if measured else runs[0]
+    if not measured:
+        return runs[0]
+    chosen = measured[len(measured) // 2]
+    cpus = sorted(r.cpu_us for r in measured if r.cpu_us is not None)
+    if cpus:
+        chosen = dataclasses.replace(chosen, cpu_us=cpus[len(cpus) // 2])
+    return chosen
 
 
 def with_redis(found: list[Scenario], url: str) -> list[Scenario]:
@@ -353,6 +423,14 @@ def goals_table(results: list[Result]) -> list[str]:
         met = "not measured" if value is None else ("yes" if value >= goal else "no")
         shown = "-" if value is None else f"{value:.3g}"
         lines.append(f"| {num} / {den} | {shown} | ≥ {goal:.2f} | {met} |")
+    lines += ["", "| CPU/request ratio | value | goal | met |", "|---|---|---|---|"]
+    cpu = {r.target: r.cpu_us for r in results}
+    for num, den, goal in CPU_GOALS:
+        top, bottom = cpu.get(num), cpu.get(den)
+        value = None if top is None or not bottom else top / bottom
+        met = "not measured" if value is None else ("yes" if value <= goal else "no")
+        shown = "-" if value is None else f"{value:.3g}"
+        lines.append(f"| {num} / {den} | {shown} | ≤ {goal:.2f} | {met} |")
     return lines
 
 
@@ -376,6 +454,10 @@ def report(results: list[Result], opts: RouteOptions, started: dt.datetime) -> s
         "",
         *goals_table(results),
     ]
+    for result in results:
+        if isinstance(result, Profiled):
+            lines += ["", f"## Profile: {result.target} (py-spy, {PROFILE_RATE} Hz)", "",
+                      *result.profile]
     return run.finish_report(lines, results)
 
 

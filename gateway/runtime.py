@@ -187,9 +187,10 @@ def _counter(loaded: LoadedConfig, lease: Lease) -> Any:
     limits = loaded.settings.rate_limits
     if limits is None:
         return None
-    from gateway.ratelimit.counters import create_counter
+    from gateway.ratelimit.stores import create_counter
 
-    key = (limits.strategy, limits.storage, limits.key_prefix, limits.store_timeout)
+    key = (limits.strategy, limits.storage, limits.key_prefix, limits.store_timeout,
+           limits.sync, limits.sync_interval, limits.local_share)
     return lease.acquire(("rate_limits", *key), lambda: create_counter(*key))
 
 

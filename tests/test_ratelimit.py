@@ -1,5 +1,6 @@
 """Rate limits over real HTTP: headers, 429s, tiers, bursts, a Redis store shared by two
-gateways, and a private Redis that stops and comes back mid-test."""
+gateways (counted exactly, or batched within its stated bound), and a private Redis that stops
+and comes back mid-test."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -139,6 +141,23 @@ def test_two_gateways_sharing_redis_enforce_one_combined_limit(echo, inprocess_f
     assert remaining == "5"  # another client still has its own full count
 
 
+def test_two_batched_gateways_sharing_redis_stay_within_the_limit_plus_the_stated_bound(
+        echo, gateway_factory):
+    limit = 20  # local_share 0.1: an allowance of 2 per process, so at most 20 + (2 - 1) x 2
+    shared = redis_config(echo, "redis://127.0.0.1:6379/15", "sliding-window-counter",
+                          limit=f"{limit}/minute", tiers=[])
+    shared["rate_limits"].update(sync="batched", sync_interval=0.05, local_share=0.1)
+    first, second = gateway_factory(shared), gateway_factory(shared)
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda gateway: call(gateway, "basic-key").status_code,
+                                 [first, second] * 30))
+    assert set(statuses) == {200, 429}
+    assert limit <= statuses.count(200) <= limit + 2
+    time.sleep(0.3)  # a few syncs: each gateway has seen the other's hits
+    assert call(first, "basic-key").status_code == call(second, "basic-key").status_code == 429
+    assert call(second, "premium-key").headers["ratelimit-remaining"] == "19"
+
+
 class PrivateRedis:
     """A redis-server of the test's own, on a spare port, that can be stopped and restarted."""
 
@@ -198,6 +217,36 @@ def test_store_outage_follows_on_store_error_and_recovers_without_restart(
     assert gateway.process.stderr().count("rate-limit store failed") == 1  # once per outage
 
     private_redis.start()  # same port, empty: counting starts again by itself
+    deadline = time.monotonic() + 10
+    while call(gateway, "basic-key", "/echo/closed").status_code != 200:
+        assert time.monotonic() < deadline, "the gateway did not recover after Redis returned"
+        time.sleep(0.2)
+    assert "ratelimit-remaining" in call(gateway, "basic-key", "/echo/open").headers
+    assert "rate-limit store recovered" in gateway.process.stderr()
+
+
+def test_batched_store_outage_follows_on_store_error_and_recovers(
+        echo, gateway_factory, private_redis: PrivateRedis):
+    url = f"redis://127.0.0.1:{private_redis.port}/0"
+    settings = redis_config(echo, url, "sliding-window-counter", paths=["/echo/open"],
+                            limit="100/minute", tiers=[], on_store_error="allow")
+    settings["rate_limits"]["rules"].append(
+        {"name": "strict", "paths": ["/echo/closed"], "limit": "100/minute"})  # deny: default
+    settings["rate_limits"].update(sync="batched", sync_interval=0.05)
+    gateway = gateway_factory(settings)
+    assert call(gateway, "basic-key", "/echo/open").headers["ratelimit-remaining"] == "99"
+    assert call(gateway, "basic-key", "/echo/closed").status_code == 200
+
+    private_redis.stop()
+    time.sleep(0.3)  # longer than a sync: the outage is known by now
+    during = [call(gateway, "basic-key", "/echo/open") for _ in range(3)]
+    closed = call(gateway, "basic-key", "/echo/closed")
+    assert [r.status_code for r in during] == [200] * 3
+    assert "ratelimit-remaining" not in during[-1].headers
+    assert closed.status_code == 503
+    assert closed.json()["error"]["code"] == "rate_limit_unavailable"
+
+    private_redis.start()  # empty: counting starts again by itself
     deadline = time.monotonic() + 10
     while call(gateway, "basic-key", "/echo/closed").status_code != 200:
         assert time.monotonic() < deadline, "the gateway did not recover after Redis returned"

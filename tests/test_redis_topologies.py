@@ -5,6 +5,7 @@ refusal."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -14,12 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import limits
 import pytest
 import yaml
 from aidip_config import aidip_gateway_config, registration
 from processes import ROOT, Gateway
 from redis_topologies import Cluster, Sentinel
 
+from gateway.ratelimit.stores import create_counter
 from gateway.surfaces.aip.signing import sign
 
 TOPOLOGIES = {"cluster": Cluster, "sentinel": Sentinel}
@@ -119,6 +122,21 @@ def test_the_counter_keys_of_one_client_share_a_cluster_slot(deployment: Deploym
     for key, slot in keys:
         by_tag.setdefault(key.split(b"}")[0], set()).add(slot)
     assert all(len(slots) == 1 for slots in by_tag.values())
+
+
+async def test_a_batched_counter_syncs_through_the_topology(deployment: Deployment):
+    item = limits.parse("5/hour")
+    prefix = deployment.prefix + ":batched"
+    counter = create_counter("sliding-window-counter", deployment.redis.url, prefix, 2.0,
+                             sync="batched", sync_interval=0.05, local_share=0.5)
+    results = [await counter.hit(item, "rule", client) for client in ["alice"] * 7 + ["bob"]]
+    assert [r.allowed for r in results] == [True] * 5 + [False] * 2 + [True]
+    await asyncio.sleep(0.2)  # a few syncs, one key per call on a cluster
+    await counter.aclose()
+    exact = create_counter("sliding-window-counter", deployment.redis.url, prefix, 2.0)
+    assert (await exact.hit(item, "rule", "alice")).allowed is False
+    assert (await exact.hit(item, "rule", "bob")).remaining == 3
+    await exact.aclose()
 
 
 def signed_post(gateway: Gateway, path: str, body: dict,

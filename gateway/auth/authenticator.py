@@ -3,6 +3,7 @@ carries the RFC 6750 challenge pointing at the RFC 9728 metadata."""
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -64,13 +65,12 @@ class Authenticator:
             return
         if isinstance(outcome, Decision) and outcome.code not in _POLICY_REFUSALS:
             return
-        effect: Effect
         if isinstance(outcome, Principal):
-            principal, effect, why = outcome, "allow", "admitted"
+            principal, decided = outcome, _route_outcome(access.rule, "allow", "admitted")
         else:
-            principal, effect, why = ANONYMOUS, "deny", outcome.code or "refused"
-        note(ctx, "gateway", self.routes.ask(ctx.path, ctx.method, principal),
-             Outcome(effect, access.rule, "enforce", why),
+            principal = ANONYMOUS
+            decided = _route_outcome(access.rule, "deny", outcome.code or "refused")
+        note(ctx, "gateway", self.routes.ask(ctx.path, ctx.method, principal), decided,
              self.routes.shadow(ctx.path, ctx.method, principal))
 
     async def _authenticate(self, ctx: RequestContext, scope: Scope,
@@ -192,3 +192,9 @@ class Authenticator:
         await self._http.aclose()
         if self._introspector is not None:
             await self._introspector.aclose()
+
+
+@functools.lru_cache(maxsize=1024)
+def _route_outcome(rule: str | None, effect: Effect, why: str) -> Outcome:
+    """A route decision's outcome (immutable, so one per rule and effect serves every request)."""
+    return Outcome(effect, rule, "enforce", why)

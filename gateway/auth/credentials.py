@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import re
+import string
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from gateway.asgi import RawHeaders, Scope
 from gateway.auth.config import Auth
 
-_TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+# RFC 6750 b64token (token68): these characters, then any number of "=".
+_TOKEN68_CHARS = (string.ascii_letters + string.digits + "-._~+/").encode()
 
 
 class BadCredentials(Exception):
@@ -28,10 +29,7 @@ class Credential:
 
 def extract(scope: Scope, auth: Auth, api_key_header: bytes | None) -> Credential | None:
     """The request's credential, None when it has none; raises on ambiguity or bad syntax."""
-    headers: RawHeaders = scope["headers"]
-    authorizations = [value for name, value in headers if name == b"authorization"]
-    api_keys = [value for name, value in headers if name == api_key_header] \
-        if api_key_header else []
+    authorizations, api_keys = _credential_fields(scope["headers"], api_key_header)
     query_tokens = _query_tokens(scope.get("query_string", b""))
     found: list[Credential] = []
     if len(authorizations) > 1 or len(api_keys) > 1 or len(query_tokens) > 1:
@@ -52,6 +50,19 @@ def extract(scope: Scope, auth: Auth, api_key_header: bytes | None) -> Credentia
     return found[0] if found else None
 
 
+def _credential_fields(headers: RawHeaders,
+                       api_key_header: bytes | None) -> tuple[list[bytes], list[bytes]]:
+    """The Authorization values and the API-key header's values, in one pass over the head."""
+    authorizations: list[bytes] = []
+    api_keys: list[bytes] = []
+    for name, value in headers:
+        if name == b"authorization":
+            authorizations.append(value)
+        elif name == api_key_header:
+            api_keys.append(value)
+    return authorizations, api_keys
+
+
 def _bearer(value: bytes, limit: int) -> str | None:
     if len(value) > limit + 7:
         raise OversizedToken()
@@ -59,9 +70,15 @@ def _bearer(value: bytes, limit: int) -> str | None:
     if scheme.lower() != "bearer":
         return None  # another scheme is not ours to judge: the request is simply unauthenticated
     token = token.strip()
-    if not _TOKEN68.fullmatch(token):
+    if not _is_token68(token):
         raise BadCredentials("The Authorization header is not a valid Bearer credential.")
     return token
+
+
+def _is_token68(token: str) -> bool:
+    """`[A-Za-z0-9-._~+/]+=*` in full (a byte table, several times faster than the regex)."""
+    core = token.encode("latin-1").rstrip(b"=")
+    return bool(core) and not core.translate(None, _TOKEN68_CHARS)
 
 
 def _checked(token: str, limit: int) -> str:

@@ -10,6 +10,8 @@ from gateway.asgi import RawHeaders
 from gateway.auth.config import Auth, IdentityHeaders
 from gateway.model import Principal
 
+_REMEMBERED = 4096  # callers whose headers are kept made; forgotten all at once when full
+
 
 class IdentityForwarding:
     def __init__(self, auth: Auth | None) -> None:
@@ -24,10 +26,21 @@ class IdentityForwarding:
         # A token accepted from ?access_token= must not travel on in the query either.
         query_token = auth is not None and auth.allow_query_token and not auth.forward_token
         self.drop_query = frozenset({b"access_token"}) if query_token else frozenset()
+        self._made: dict[tuple[object, ...], RawHeaders] = {}
 
     def headers(self, principal: Principal) -> RawHeaders:
+        """The identity headers for `principal` (shared between requests: copy to change)."""
         if principal.is_anonymous:
             return []
+        key = (principal.subject, principal.client_id, principal.scopes, principal.kind)
+        found = self._made.get(key)
+        if found is None:
+            if len(self._made) >= _REMEMBERED:
+                self._made.clear()
+            found = self._made[key] = self._headers(principal)
+        return found
+
+    def _headers(self, principal: Principal) -> RawHeaders:
         values = {
             "subject": principal.subject,
             "client_id": principal.client_id,

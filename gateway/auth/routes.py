@@ -6,8 +6,9 @@ and those still written under `auth.routes` in the config file (ids `config:auth
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.auth.config import Auth
 from gateway.model import Principal
@@ -22,6 +23,11 @@ class Access:
     rule: str | None = None  # the deciding rule's id; None: auth.default_access
 
 
+# Decisions remembered per (path, method): paths are the caller's, so the memory is bounded and
+# simply forgotten when full (a caller varying paths costs what no memory would).
+_REMEMBERED = 1024
+
+
 class RouteTable:
     def __init__(self, auth: Auth, public_paths: frozenset[str] = frozenset(),
                  rules: Sequence[Rule] | None = None) -> None:
@@ -32,8 +38,22 @@ class RouteTable:
         self._has_shadow = len(self._enforced) != len(self._rules)
         self._default_access = auth.default_access
         self._public_paths = public_paths  # discovery documents: always public
+        self._decided: dict[tuple[str, str], Access] = {}
+        # An ask's attributes, one mapping per method, shared by its asks and never changed.
+        self._attributes: dict[str, Mapping[str, Any]] = {}
 
     def access(self, path: str, method: str) -> Access:
+        """What `method path` needs (the rules depend on nothing else, so it is remembered)."""
+        key = (path, method)
+        found = self._decided.get(key)
+        if found is None:
+            found = self._access(path, method)
+            if len(self._decided) >= _REMEMBERED:
+                self._decided.clear()
+            self._decided[key] = found
+        return found
+
+    def _access(self, path: str, method: str) -> Access:
         if path in self._public_paths:
             return Access(public=True)
         ask = self.ask(path, method, Principal())
@@ -48,8 +68,12 @@ class RouteTable:
         return path in self._public_paths
 
     def ask(self, path: str, method: str, principal: Principal) -> Ask:
-        return Ask("route", path, principal,
-                   {"method": method, "default_access": self._default_access})
+        attributes = self._attributes.get(method)
+        if attributes is None:
+            attributes = {"method": method, "default_access": self._default_access}
+            if len(self._attributes) < _REMEMBERED:  # methods are the caller's too
+                self._attributes[method] = attributes
+        return Ask("route", path, principal, attributes)
 
     def shadow(self, path: str, method: str, principal: Principal) -> Outcome | None:
         """What the route rules would decide with the shadow ones enforced (None: no shadow)."""

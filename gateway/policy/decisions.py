@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
+import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +40,8 @@ def note(ctx: RequestContext | None, surface: str, ask: Ask, outcome: Outcome,
     if ctx is None:
         return
     if ctx.decision_id is None:
-        ctx.decision_id = os.urandom(16).hex()
+        # A label like the request id, not a secret: the seeded PRNG (no system call).
+        ctx.decision_id = f"{random.getrandbits(128):032x}"
     ctx.decisions.append(Noted(surface, ask, outcome, shadow, removed))
 
 
@@ -57,15 +58,17 @@ def _label(outcome: Outcome, ask: Ask) -> str:
 
 def log_record(ctx: RequestContext, revision: str, subjects: str) -> dict[str, Any]:
     """The decision-log line of a request: the deciding decision first, then all of them."""
-    final = next((d for d in ctx.decisions if d.outcome.effect == "deny"), ctx.decisions[-1])
+    decisions = ctx.decisions
+    final = decisions[0] if len(decisions) == 1 else \
+        next((d for d in decisions if d.outcome.effect == "deny"), decisions[-1])
     record = {
         "type": "decision", "ts": time.time(), "decision_id": ctx.decision_id,
         "request_id": ctx.request_id, "revision": revision, "surface": final.surface,
         "kind": final.ask.kind, "resource": final.ask.resource,
         "rule": final.outcome.rule, "effect": final.outcome.effect, "mode": final.outcome.mode,
         "principal": principal_view(final.ask.principal, subjects),
-        "fields_removed": sorted({f for d in ctx.decisions for f in d.removed}),
-        "decisions": [_entry(d) for d in ctx.decisions],
+        "fields_removed": sorted({f for d in decisions for f in d.removed}),
+        "decisions": [_entry(d) for d in decisions],
     }
     if ctx.parent is not None:  # an inner request: the request (a tool call, say) it served
         record["parent_request_id"] = ctx.parent
@@ -93,9 +96,16 @@ def _entry(decision: Noted) -> dict[str, Any]:
 
 def principal_view(principal: Any, subjects: str) -> dict[str, Any]:
     """Who asked, without secrets: the subject hashed (default), kept, or left out."""
-    view: dict[str, Any] = {"kind": principal.kind.value, "scopes": sorted(principal.scopes),
-                            "client_id": principal.client_id}
-    if principal.subject is not None and subjects != "omit":
-        view["subject"] = principal.subject if subjects == "clear" else \
-            "sha256:" + hashlib.sha256(principal.subject.encode()).hexdigest()[:32]
-    return view
+    return dict(_view(principal.kind.value, principal.scopes, principal.client_id,
+                      principal.subject, subjects))
+
+
+@functools.lru_cache(maxsize=4096)
+def _view(kind: str, scopes: frozenset[str], client_id: str | None, subject: str | None,
+          subjects: str) -> tuple[tuple[str, Any], ...]:
+    """A busy caller's view is made once (its subject's hash, its sorted scopes), not per line."""
+    view: dict[str, Any] = {"kind": kind, "scopes": tuple(sorted(scopes)), "client_id": client_id}
+    if subject is not None and subjects != "omit":
+        view["subject"] = subject if subjects == "clear" else \
+            "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:32]
+    return tuple(view.items())

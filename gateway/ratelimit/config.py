@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from gateway.auth.config import Method, PathPrefix, TokenKindName
 from gateway.ratelimit.rates import Rate
@@ -83,6 +83,26 @@ class RateLimits(Strict):
     store_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
         0.5, description="Socket timeout for the Redis store, in seconds."
     )
+    sync: Literal["exact", "batched"] = Field(
+        "exact", description="How a Redis store's sliding-window counts are kept. exact: every "
+        "hit is counted in Redis before it is answered (the hits of one event-loop turn in one "
+        "round trip). batched: a busy key is answered in this process and kept in step with "
+        "Redis every sync_interval, giving up exactness: with N processes (replicas times "
+        "workers) sharing the store a key may be admitted up to (N - 1) x its local allowance "
+        "(the limit times local_share, at least 1) beyond its limit per window, other "
+        "processes' hits are seen up to sync_interval late, and a store failure is noticed "
+        "within sync_interval (then on_store_error decides, as in exact mode). Needs a Redis "
+        "storage and the sliding-window-counter strategy.",
+    )
+    sync_interval: Annotated[float, Field(gt=0, le=10)] = Field(
+        0.05, description="sync: batched: seconds between two round trips that send this "
+        "process's hits to Redis and read every busy key's counts back.",
+    )
+    local_share: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.01, description="sync: batched: the share of a limit one process may admit between "
+        "two syncs (its local allowance, at least 1 hit); half way it starts a sync and at the "
+        "allowance a request waits for one.",
+    )
     headers: Headers = Field(
         Headers(),
         description="Which rate-limit response fields are sent (the RateLimit-* triple, the IETF "
@@ -92,3 +112,11 @@ class RateLimits(Strict):
         [],
         description="The rules, each counting the requests under its path prefixes.",
     )
+
+    @model_validator(mode="after")
+    def _batched_needs_redis(self) -> RateLimits:
+        if self.sync == "batched" and (urlsplit(self.storage).scheme == "memory"
+                                       or self.strategy != "sliding-window-counter"):
+            raise ValueError("sync batched needs a Redis storage and the sliding-window-counter "
+                             "strategy")
+        return self

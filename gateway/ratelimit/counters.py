@@ -3,9 +3,12 @@
 `LimitsCounter` is the general path: any `limits` strategy over any `limits` storage. It needs
 two storage calls per limit (`hit`, then `get_window_stats` for the headers), which against
 Redis costs two round trips through redis-py (about 150 µs of CPU each on this machine kind;
-bench/README.md). `RedisSlidingWindow` does the same sliding-window-counter arithmetic in one
-Lua script, one round trip, for every Redis URL (`gateway.redis_url`: one server, a cluster, or
-through Sentinel); the keys it touches share one hash tag, so one cluster slot.
+bench/README.md). For the sliding-window counter in Redis, `RedisSlidingWindow`
+(gateway.ratelimit.redis_window) does the same arithmetic in one Lua script, the hits of one
+turn of the event loop in one round trip, for every Redis URL (`gateway.redis_url`: one server,
+a cluster, or through Sentinel); `rate_limits.sync: batched` answers from a local count kept in
+step with Redis in batches instead (gateway.ratelimit.batched). gateway.ratelimit.stores picks
+one for a config.
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from typing import Any, Protocol
 import limits
 from limits.aio import strategies
 from limits.errors import StorageError
-
-from gateway.redis_url import hash_tagged
 
 _STRATEGIES: dict[str, Callable[[Any], strategies.RateLimiter]] = {
     "moving-window": strategies.MovingWindowRateLimiter,
@@ -60,64 +61,6 @@ class LimitsCounter:
             raise StoreUnavailable(type(exc.storage_error).__name__) from exc
         reset = max(0, math.ceil(stats.reset_time - time.time()))
         return Count(allowed, max(stats.remaining, 0), reset)
-
-
-# Sliding window counter: the previous window's count, weighted by how much of it still
-# overlaps the sliding window, plus the current window's count. Redis's clock is the only one
-# used, so replicas with skewed clocks still agree. Returns {allowed, used, ms to window end}.
-_SLIDING_WINDOW = """
-local limit = tonumber(ARGV[1])
-local window_ms = tonumber(ARGV[2]) * 1000
-local cost = tonumber(ARGV[3])
-local now = redis.call('TIME')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local index = math.floor(now_ms / window_ms)
-local elapsed = now_ms - index * window_ms
-local current_key = KEYS[1] .. ':' .. index
-local previous = tonumber(redis.call('GET', KEYS[1] .. ':' .. (index - 1))) or 0
-local current = tonumber(redis.call('GET', current_key)) or 0
-local used = math.floor(previous * (window_ms - elapsed) / window_ms) + current
-if used + cost > limit then
-  return {0, used, window_ms - elapsed}
-end
-redis.call('INCRBY', current_key, cost)
-redis.call('PEXPIRE', current_key, window_ms * 2)
-return {1, used + cost, window_ms - elapsed}
-"""
-
-
-class RedisSlidingWindow:
-    def __init__(self, url: str, key_prefix: str, timeout: float) -> None:
-        from gateway.redis_url import connect
-
-        self._client = connect(url, timeout)
-        self._script = self._client.register_script(_SLIDING_WINDOW)
-        self._prefix = key_prefix
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-    async def hit(self, item: limits.RateLimitItem, *identity: str) -> Count:
-        import redis.exceptions
-
-        # The hash tag keeps both windows of one counter on one cluster slot.
-        key = hash_tagged(self._prefix + ":" + item.key_for(*identity))
-        try:
-            allowed, used, reset_ms = await self._script(
-                keys=[key], args=[item.amount, item.get_expiry(), 1])
-        except (redis.exceptions.RedisError, OSError) as exc:
-            raise StoreUnavailable(type(exc).__name__) from exc
-        return Count(bool(allowed), max(item.amount - int(used), 0),
-                     math.ceil(int(reset_ms) / 1000))
-
-
-def create_counter(strategy: str, storage_url: str, key_prefix: str, timeout: float) -> Any:
-    """The counter for a store: one-round-trip Redis where it applies, else `limits`."""
-    from urllib.parse import urlsplit
-
-    if strategy == "sliding-window-counter" and urlsplit(storage_url).scheme != "memory":
-        return RedisSlidingWindow(storage_url, key_prefix, timeout)
-    return LimitsCounter(strategy, limits_storage(storage_url, key_prefix, timeout))
 
 
 def limits_storage(storage_url: str, key_prefix: str, timeout: float) -> Any:

@@ -6,6 +6,8 @@ structured-field members stay, with ours appended."""
 
 from __future__ import annotations
 
+import functools
+
 from gateway.asgi import RawHeaders
 from gateway.integers import ascii_int
 from gateway.ratelimit.config import Headers
@@ -17,6 +19,8 @@ _IETF = (b"ratelimit", b"ratelimit-policy")
 
 def closest(quotas: list[Quota]) -> Quota:
     """The limit closest to exhaustion: fewest requests left, then the longest wait."""
+    if len(quotas) == 1:
+        return quotas[0]
     return min(quotas, key=lambda quota: (quota.remaining, -quota.reset))
 
 
@@ -24,6 +28,15 @@ def with_rate_limit_fields(headers: RawHeaders, quotas: list[Quota], wanted: Hea
     """The response headers with ours added, keeping the upstream's where they are stricter."""
     nearest = closest(quotas)
     out = list(headers)
+    if not any(name[:9].lower() == b"ratelimit" for name, _ in headers):
+        # The upstream sent none of these fields (the usual case): ours are simply added.
+        if wanted.legacy:
+            out += [(b"ratelimit-limit", b"%d" % nearest.limit),
+                    (b"ratelimit-remaining", b"%d" % nearest.remaining),
+                    (b"ratelimit-reset", b"%d" % nearest.reset)]
+        if wanted.ietf:
+            out += [(b"ratelimit-policy", _policies(quotas)), (b"ratelimit", _current(nearest))]
+        return out
     if wanted.legacy:
         out = _merge_legacy(out, nearest)
     if wanted.ietf:
@@ -37,20 +50,33 @@ def _merge_legacy(headers: RawHeaders, nearest: Quota) -> RawHeaders:
         return headers  # the upstream's own triple is the stricter one: leave it alone
     kept = [(k, v) for k, v in headers if k.lower() not in _LEGACY]
     return [*kept,
-            (b"ratelimit-limit", str(nearest.limit).encode()),
-            (b"ratelimit-remaining", str(nearest.remaining).encode()),
-            (b"ratelimit-reset", str(nearest.reset).encode())]
+            (b"ratelimit-limit", b"%d" % nearest.limit),
+            (b"ratelimit-remaining", b"%d" % nearest.remaining),
+            (b"ratelimit-reset", b"%d" % nearest.reset)]
 
 
 def _merge_ietf(headers: RawHeaders, quotas: list[Quota], nearest: Quota) -> RawHeaders:
     """Structured-field lists: the upstream's members stay and ours are appended."""
     existing = {name: [v for k, v in headers if k.lower() == name] for name in _IETF}
     kept = [(k, v) for k, v in headers if k.lower() not in _IETF]
-    policies = ", ".join(f'"{q.policy}";q={q.limit};w={q.window}' for q in quotas).encode()
-    current = f'"{nearest.policy}";r={nearest.remaining};t={nearest.reset}'.encode()
     return [*kept,
-            (b"ratelimit-policy", b", ".join([*existing[b"ratelimit-policy"], policies])),
-            (b"ratelimit", b", ".join([*existing[b"ratelimit"], current]))]
+            (b"ratelimit-policy", b", ".join([*existing[b"ratelimit-policy"],
+                                              _policies(quotas)])),
+            (b"ratelimit", b", ".join([*existing[b"ratelimit"], _current(nearest)]))]
+
+
+def _policies(quotas: list[Quota]) -> bytes:
+    return b", ".join([_policy(q.policy, q.limit, q.window) for q in quotas])
+
+
+@functools.lru_cache(maxsize=1024)
+def _policy(name: str, limit: int, window: int) -> bytes:
+    """One RateLimit-Policy member (the same for every request a rule counts)."""
+    return f'"{name}";q={limit};w={window}'.encode()
+
+
+def _current(nearest: Quota) -> bytes:
+    return f'"{nearest.policy}";r={nearest.remaining};t={nearest.reset}'.encode()
 
 
 def _int_field(headers: RawHeaders, name: bytes) -> int | None:

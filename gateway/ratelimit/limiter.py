@@ -18,6 +18,8 @@ from gateway.ratelimit.config import RateLimits, Rule, Tier
 from gateway.ratelimit.counters import StoreUnavailable, WindowCounter
 
 log = logging.getLogger("aigw.ratelimit")
+_REMEMBERED = 1024  # (path, method) pairs whose rules are kept found; forgotten when full
+
 
 @dataclass(frozen=True, slots=True)
 class Quota:
@@ -31,8 +33,16 @@ class Quota:
 
 
 @dataclass(frozen=True, slots=True)
+class _Limit:
+    policy: str  # the name in the RateLimit fields: the rule's, or with -burst
+    item: limits.RateLimitItem
+    amount: int
+    window: int  # seconds
+
+
+@dataclass(frozen=True, slots=True)
 class _Limits:
-    items: tuple[tuple[str, limits.RateLimitItem], ...]  # (policy name, item)
+    items: tuple[_Limit, ...]
 
 
 class CompiledRule:
@@ -40,6 +50,8 @@ class CompiledRule:
         self.rule = rule
         self.default = _compile(rule.name, rule.limit, rule.burst)
         self.tiers = [(tier, _compile(rule.name, tier.limit, tier.burst)) for tier in rule.tiers]
+        self.allowed = RATE_LIMIT_DECISIONS.labels(rule.name, "allowed")
+        self.limited = RATE_LIMIT_DECISIONS.labels(rule.name, "limited")
 
     def applies(self, path: str, method: str) -> bool:
         return method_covered(method, self.rule.methods) and any(
@@ -79,12 +91,22 @@ class Limiter:
         self._counter = counter
         self._rules = [CompiledRule(rule) for rule in settings.rules]
         self._store_down = False
+        self._found: dict[tuple[str, str], tuple[CompiledRule, ...]] = {}
+
+    def _counting(self, path: str, method: str) -> tuple[CompiledRule, ...]:
+        """The rules that count `method path` (remembered: paths repeat)."""
+        key = (path, method)
+        found = self._found.get(key)
+        if found is None:
+            found = tuple(rule for rule in self._rules if rule.applies(path, method))
+            if len(self._found) >= _REMEMBERED:
+                self._found.clear()
+            self._found[key] = found
+        return found
 
     async def check(self, ctx: RequestContext) -> Decision:
         quotas: list[Quota] = []
-        for compiled in self._rules:
-            if not compiled.applies(ctx.path, ctx.method):
-                continue
+        for compiled in self._counting(ctx.path, ctx.method):
             try:
                 refused = await self._count(compiled, ctx, quotas)
             except StoreUnavailable as exc:
@@ -95,11 +117,11 @@ class Limiter:
             self._store_recovered()
             if refused is not None:
                 ctx.rate_limit = quotas
-                RATE_LIMIT_DECISIONS.labels(compiled.rule.name, "limited").inc()
+                compiled.limited.inc()
                 tracing.annotate({"aigw.ratelimit.rule": compiled.rule.name})
                 return deny(429, "rate_limited", "Too many requests; retry later.",
                             (("retry-after", str(max(refused.reset, 1))),))
-            RATE_LIMIT_DECISIONS.labels(compiled.rule.name, "allowed").inc()
+            compiled.allowed.inc()
         ctx.rate_limit = quotas or None
         return ALLOW
 
@@ -107,9 +129,9 @@ class Limiter:
                      quotas: list[Quota]) -> Quota | None:
         """Hit each limit of the rule in turn; the first one refused stops the counting."""
         identity = (compiled.rule.name, compiled.key(ctx))
-        for policy, item in compiled.limits_for(ctx.principal).items:
-            count = await self._counter.hit(item, *identity)
-            quota = Quota(policy, item.amount, item.get_expiry(), count.remaining, count.reset)
+        for limit in compiled.limits_for(ctx.principal).items:
+            count = await self._counter.hit(limit.item, *identity)
+            quota = Quota(limit.policy, limit.amount, limit.window, count.remaining, count.reset)
             quotas.append(quota)
             if not count.allowed:
                 return quota
@@ -139,7 +161,8 @@ def _compile(name: str, limit: str, burst: str | None) -> _Limits:
     items = [(name, limits.parse(limit))]
     if burst is not None:
         items.insert(0, (f"{name}-burst", limits.parse(burst)))
-    return _Limits(tuple(items))
+    return _Limits(tuple(_Limit(policy, item, item.amount, item.get_expiry())
+                         for policy, item in items))
 
 
 def _tier_matches(tier: Tier, principal: Principal) -> bool:
