@@ -26,6 +26,7 @@ from gateway.surfaces.aidre.collections import (
     TextSearch,
     VectorSearch,
 )
+from gateway.surfaces.aidre.visibility import Memo
 
 Visible = Callable[[list[Hit]], list[Hit]]  # the records of a batch the caller may see
 
@@ -65,10 +66,12 @@ class Budget:
 @dataclass(slots=True)
 class Source:
     """Where the records come from: the search operation (a text or a vector search, as the
-    query is) and, for lookups, the collection's chunk operation."""
+    query is) and, for lookups, the collection's chunk operation and what earlier lookups
+    learnt (`memo`: none when the collection remembers nothing)."""
 
     collection: CompiledCollection
     operation: Operation[Any]
+    memo: Memo | None = None
 
 
 def values(query: Query, position: Position, count: int) -> TextSearch | VectorSearch:
@@ -187,30 +190,36 @@ async def _read_after(operation: Operation[Any], query: Query, position: Positio
 
 async def learn_visibility(source: Source, hits: list[Hit], query: Query, fetch: Fetch,
                            budget: Budget) -> int:
-    """Read each hit without a visibility through the chunk operation, when configured and
-    within the budget; how many leading hits are ready for policy to decide on."""
+    """Read each hit without a visibility through the chunk operation (unless the memo
+    still knows it), when configured and within the budget; how many leading hits are ready
+    for policy to decide on."""
     rules = source.collection.settings.record_visibility
-    chunk = source.collection.chunk
+    chunk, memo = source.collection.chunk, source.memo
     if rules is None or rules.lookup != "chunk" or chunk is None:
         return len(hits)
     missing = [index for index, hit in enumerate(hits)
-               if hit.metadata.get("visibility") is None]
+               if hit.metadata.get("visibility") is None
+               and (memo is None or not memo.recall(hit))]
     granted = budget.take(len(missing))
-    found = await asyncio.gather(*(_visibility(chunk, hits[index].id, query, fetch)
+    found = await asyncio.gather(*(_record(chunk, hits[index].id, query, fetch)
                                    for index in missing[:granted]))
-    for index, visibility in zip(missing, found, strict=False):
-        hits[index].metadata["visibility"] = visibility
+    for index, record in zip(missing, found, strict=False):
+        hits[index].metadata["visibility"] = \
+            record.metadata.get("visibility") if record is not None else None
+        if memo is not None:
+            memo.learn(hits[index], record)
     return missing[granted] if granted < len(missing) else len(hits)
 
 
-async def _visibility(chunk: Operation[ChunkRead], item: str, query: Query,
-                      fetch: Fetch) -> Any:
+async def _record(chunk: Operation[ChunkRead], item: str, query: Query,
+                  fetch: Fetch) -> Hit | None:
+    """The record as the chunk operation reads it; None when unknown (seen by nobody)."""
     if not addressable(item):
-        return None  # unknown: seen by nobody
+        return None
     try:
         records = await fetch(chunk, chunk_values(query, item))
     except GatewayError as error:
         if error.status == 404:
             return None  # gone since the search: unknown
         raise
-    return records[0].metadata.get("visibility") if records else None
+    return records[0] if records else None
