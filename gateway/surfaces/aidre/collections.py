@@ -112,7 +112,7 @@ def _visibility_cache(collection: Collection) -> visibility.Cache | None:
     rules = collection.record_visibility
     if rules is None or rules.lookup != "chunk" or collection.chunk is None:
         return None
-    return visibility.new_cache(rules.cache)
+    return visibility.Cache.of(rules.cache)
 
 
 def _optional(settings: UpstreamOperation | None, where: str, upstreams: set[str],

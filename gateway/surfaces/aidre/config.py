@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, SecretStr, TypeAdapter, ValidationError,
 from gateway.embeddings.config import EmbedderSettings
 from gateway.operations import UpstreamOperation
 from gateway.policy.resources import RecordScopes
+from gateway.record_cache import RecordCacheSettings
 from gateway.settings import Settings
 from gateway.strict import Strict
 
@@ -71,20 +72,6 @@ class EmbeddingSpace(Strict):
         return self.model_dump(exclude_none=True, exclude={"embedder"})
 
 
-class VisibilityCache(Strict):
-    """Visibilities learnt through the chunk operation, remembered per record (and per caller,
-    as the upstream is told who asks) while the search hit's `updated_at` / `content_hash`
-    equal the chunk answer's: a record changed upstream is read again. What a changed
-    validator cannot show (a visibility changed upstream without touching either) is seen
-    after `ttl` seconds at most."""
-
-    ttl: Annotated[int, Field(ge=0, le=86400)] = Field(
-        60, description="Seconds a learnt visibility is used at most; 0: nothing is remembered "
-        "(every hit without a visibility is read through the chunk operation).")
-    max_entries: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
-    max_bytes: Annotated[int, Field(ge=65_536, le=1 << 30)] = 4 * 1024 * 1024
-
-
 class RecordVisibility(RecordScopes):
     """The shared record-visibility shape (gateway.policy.resources), and how a collection
     learns a record's visibility when its search does not say."""
@@ -94,9 +81,12 @@ class RecordVisibility(RecordScopes):
         "through the chunk operation to learn it (one upstream call per hit, counted in "
         "aidre.max_upstream_calls), unless `cache` remembers it.",
     )
-    cache: VisibilityCache = Field(
-        default_factory=VisibilityCache,
-        description="What `lookup: chunk` remembers, and for how long.")
+    cache: RecordCacheSettings = Field(
+        default_factory=RecordCacheSettings,
+        description="Visibilities `lookup: chunk` learnt, remembered per record and caller "
+        "while the search hit's updated_at / content_hash equal the chunk answer's (a record "
+        "changed upstream is read again); one changed upstream without either changing is "
+        "seen within `ttl`.")
 
 
 class Collection(Strict):
