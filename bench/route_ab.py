@@ -36,6 +36,9 @@ def parse_args(argv: list[str] | None) -> tuple[PipelineOptions, argparse.Namesp
     parser.add_argument("--only", default="", help="comma-separated route name prefixes")
     parser.add_argument("--profile", action="store_true", help="py-spy each route (first aigw)")
     parser.add_argument("--top", type=int, default=25, help="functions listed per profile")
+    parser.add_argument("--alone", action="store_true",
+                        help="measure the named routes without passthrough (for a profiler "
+                        "wrapped around --aigw)")
     args = parser.parse_args(argv)
     base = run.options_from(args, ["httptools"])
     fields = {k: v for k, v in vars(base).items() if k != "workers"}
@@ -113,6 +116,9 @@ def _short(frame: str) -> str:
     return frame.replace(str(run.REPO_DIR) + "/", "").replace("/work/main/.venv/lib/", "")
 
 
+PASSTHROUGH = pipelines.PASSTHROUGH.name
+
+
 def report(results: dict[str, list[dict[str, run.Result]]], routes: list[Route]) -> None:
     print("\n| route | " + " | ".join(f"{n} CPU/req | {n} vs passthrough" for n in results)
           + " |")
@@ -122,7 +128,8 @@ def report(results: dict[str, list[dict[str, run.Result]]], routes: list[Route])
         for rounds in results.values():
             cpu = statistics.median(r[route.name].cpu_us or 0 for r in rounds)
             ratio = statistics.median((r[route.name].rps or 0)
-                                      / (r[routes[0].name].rps or 1) for r in rounds)
+                                      / (r[PASSTHROUGH].rps or 1 if PASSTHROUGH in r else 1)
+                                      for r in rounds)
             cells += [f"{cpu:,.0f} µs", f"{ratio:.3f}"]
         print(f"| {route.name} | " + " | ".join(cells) + " |")
 
@@ -140,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             run.stop(aigw)
         routes = chosen(setup, args.only)
+        if args.alone:
+            routes = routes[1:]
         if args.profile:
             for route in routes:
                 profile_route(setup, opts, route, workdir, args.top)
