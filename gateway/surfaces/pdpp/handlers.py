@@ -296,11 +296,12 @@ class PdppService:
         if semantic and self.pdpp.semantic is not None:
             ranked = await search.semantic(q, accesses, params.filters, entry_for,
                                            self.pdpp.semantic.min_similarity, settings.snippets,
-                                           self.pdpp.semantic.embedder, offset + limit)
+                                           self.pdpp.semantic.embedder, offset + limit,
+                                           self.store.searches)
         else:
             ranked = await search.lexical(q, accesses, params.filters, entry_for,
                                           self._upstream_search(q, call), settings.snippets,
-                                          offset + limit)
+                                          offset + limit, self.store.searches)
         hits = ranked.hits[offset:offset + limit]
         more = ranked.total > offset + limit
         now = _now()
