@@ -54,13 +54,11 @@ class RecordCache(Generic[V]):
 
     def recall(self, scope: Hashable, hit: Hit) -> V | None:
         """What was learnt of the record `hit` found, while its validators still match."""
-        seen = validators(hit.metadata)
-        if seen is None:
-            return None
         found = self._entries.get((scope, hit.id))
-        if found is None or not agree(seen, found[0]):
+        if found is None:
             return None
-        return found[1]
+        seen = validators(hit.metadata)
+        return found[1] if seen is not None and agree(seen, found[0]) else None
 
     def learn(self, scope: Hashable, hit: Hit, record: Hit, value: V, size: int) -> None:
         """Remember `value`, learnt by reading `record` (about `size` bytes beyond the key and

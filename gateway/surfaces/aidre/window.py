@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import GatewayError
@@ -42,6 +42,10 @@ class Position:
     after: str = ""
     offset: int = 0
     size: int = 0  # 0: not read yet
+
+    def moved(self, records: int) -> Position:
+        """The position `records` further on (as `dataclasses.replace`, without its cost)."""
+        return Position(self.after, self.offset + records, self.size)
 
 
 @dataclass(slots=True)
@@ -108,10 +112,10 @@ async def gather(source: Source, query: Query, start: Position, fetch: FetchPage
         hits, at = batch.hits, batch.start
         resolved = await learn_visibility(source, hits, query, fetch_hits(fetch), budget)
         kept = {id(hit) for hit in visible(hits[:resolved])}
-        found += [(replace(at, offset=at.offset + index), hit)
+        found += [(at.moved(index), hit)
                   for index, hit in enumerate(hits[:resolved]) if id(hit) in kept]
         if resolved < len(hits):
-            resume = replace(at, offset=at.offset + resolved)
+            resume = at.moved(resolved)
             return _window(found, query, resume, out_of_budget=True)
         if batch.following is None:
             return _window(found, query, None, capped=batch.capped)
