@@ -71,12 +71,14 @@ class RecordCache(Generic[V]):
 
 
 def validators(metadata: dict[str, Any]) -> Validators | None:
-    """A record's validators; None when it has none, or one that is not a short string or an
-    integer (never compared, never kept)."""
-    found = tuple(metadata.get(name) for name in VALIDATORS)
-    if all(value is None for value in found):
+    """A record's validators (`VALIDATORS`, in order); None when it has none, or one that is
+    not a short string or an integer (never compared, never kept)."""
+    updated_at, content_hash = metadata.get("updated_at"), metadata.get("content_hash")
+    if updated_at is None and content_hash is None:
         return None
-    return found if all(map(_comparable, found)) else None
+    if not (_comparable(updated_at) and _comparable(content_hash)):
+        return None
+    return updated_at, content_hash
 
 
 def _comparable(value: Any) -> bool:
@@ -86,4 +88,4 @@ def _comparable(value: Any) -> bool:
 
 def agree(seen: Validators, known: Validators) -> bool:
     """Every validator the search hit gives is the record's."""
-    return all(s is None or s == k for s, k in zip(seen, known, strict=True))
+    return (seen[0] is None or seen[0] == known[0]) and (seen[1] is None or seen[1] == known[1])
