@@ -51,15 +51,26 @@ def chosen(setup: Setup, only: str) -> list[Route]:
             or not wanted or any(r.name.startswith(w) for w in wanted)]
 
 
-def measure_all(setup: Setup, opts: PipelineOptions, exe: str, workdir: Path,
-                routes: list[Route]) -> dict[str, run.Result]:
-    opts.aigw = exe
-    aigw, port = pipelines.start_aigw(setup, opts, workdir)
+def one_round(setup: Setup, opts: PipelineOptions, exes: dict[str, str], workdir: Path,
+              routes: list[Route]) -> dict[str, dict[str, run.Result]]:
+    """Every executable started at once (each idle while another is measured), then each
+    route measured on each in turn: back to back, so machine noise hits them alike."""
+    started: dict[str, tuple[Service, int]] = {}
     try:
-        return {r.name: pipelines.measure(r.name, port, r, setup.issuer.token, opts, workdir,
-                                          aigw.proc.pid) for r in routes}
+        for name, exe in exes.items():
+            opts.aigw = exe
+            (workdir / name).mkdir(exist_ok=True)
+            started[name] = pipelines.start_aigw(setup, opts, workdir / name)
+        found: dict[str, dict[str, run.Result]] = {name: {} for name in exes}
+        for route in routes:
+            for name, (aigw, port) in started.items():
+                found[name][route.name] = pipelines.measure(
+                    f"{name}: {route.name}", port, route, setup.issuer.token, opts, workdir,
+                    aigw.proc.pid)
+        return found
     finally:
-        run.stop(aigw)
+        for aigw, _ in started.values():
+            run.stop(aigw)
 
 
 def profile_route(setup: Setup, opts: PipelineOptions, route: Route, workdir: Path,
@@ -120,17 +131,22 @@ PASSTHROUGH = pipelines.PASSTHROUGH.name
 
 
 def report(results: dict[str, list[dict[str, run.Result]]], routes: list[Route]) -> None:
-    print("\n| route | " + " | ".join(f"{n} CPU/req | {n} vs passthrough" for n in results)
-          + " |")
-    print("|---|" + "---|---|" * len(results))
+    """Medians over the rounds: CPU µs/request, and the route's rps and CPU ratios to the same
+    executable's passthrough (passthrough CPU / route CPU: the rps ratio of a CPU-bound aigw,
+    less exposed to other load on the machine than the rps itself)."""
+    print("\n| route | " + " | ".join(f"{n} CPU/req | {n} rps ratio | {n} CPU ratio"
+                                      for n in results) + " |")
+    print("|---|" + "---|---|---|" * len(results))
     for route in routes:
         cells = []
         for rounds in results.values():
             cpu = statistics.median(r[route.name].cpu_us or 0 for r in rounds)
-            ratio = statistics.median((r[route.name].rps or 0)
-                                      / (r[PASSTHROUGH].rps or 1 if PASSTHROUGH in r else 1)
-                                      for r in rounds)
-            cells += [f"{cpu:,.0f} µs", f"{ratio:.3f}"]
+            rps = statistics.median((r[route.name].rps or 0)
+                                    / (r[PASSTHROUGH].rps or 1 if PASSTHROUGH in r else 1)
+                                    for r in rounds)
+            by_cpu = statistics.median((r[PASSTHROUGH].cpu_us or 0 if PASSTHROUGH in r else 0)
+                                       / (r[route.name].cpu_us or 1) for r in rounds)
+            cells += [f"{cpu:,.0f} µs", f"{rps:.3f}", f"{by_cpu:.3f}"]
         print(f"| {route.name} | " + " | ".join(cells) + " |")
 
 
@@ -156,9 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         exes = {"new": exe, **({"base": args.baseline} if args.baseline else {})}
         results: dict[str, list[dict[str, run.Result]]] = {name: [] for name in exes}
         for _ in range(opts.rounds):
-            for name, binary in exes.items():
-                print(f"# {name}", flush=True)
-                results[name].append(measure_all(setup, opts, binary, workdir, routes))
+            for name, found in one_round(setup, opts, exes, workdir, routes).items():
+                results[name].append(found)
         report(results, routes)
     except BenchError as exc:
         print(f"route_ab: {exc}", file=sys.stderr)
