@@ -66,3 +66,21 @@ async def test_a_new_copy_of_the_stream_is_searched_anew(tmp_path):
                RECORDS[2]]
     refreshed = entry_of(changed, tmp_path / "refreshed.db")
     assert {key for key, _, _ in await found(refreshed, WHOLE, searches)} == {"a", "c"}
+
+
+def test_a_page_of_records_is_remembered_per_grant_shape_and_position():
+    from datetime import UTC, datetime
+
+    from gateway.surfaces.pdpp.handlers import _page_key
+
+    def key(access: Access, position: list | None = None, serial: int = 1) -> object:
+        return _page_key(serial, access, "id", "asc", position, [], 10, None)
+
+    shapes = [WHOLE, TITLES, ONLY_B,
+              Access(STREAM, WHOLE.fields, "id", datetime(2026, 1, 1, tzinfo=UTC)),
+              Access(STREAM, WHOLE.fields, "id", None, datetime(2026, 1, 1, tzinfo=UTC))]
+    assert len({key(access) for access in shapes}) == len(shapes)
+    assert key(WHOLE) == key(Access(STREAM, frozenset(WHOLE.fields)))  # the same shape
+    assert key(WHOLE) != key(WHOLE, serial=2)  # another copy of the stream
+    assert key(WHOLE, ["a", "a"]) != key(WHOLE, ["b", "b"])
+    assert key(WHOLE, [["a"], "a"]) is None  # a position that cannot key: not remembered

@@ -89,6 +89,8 @@ class Store:
         # Search results, by copy and grant shape (search.py); a copy replaced is never
         # asked again, and its results leave as the least recently used.
         self.searches: BoundedCache[Hashable, Any] = BoundedCache(SEARCHES, SEARCH_BYTES)
+        # Pages of records as rendered, by copy and grant shape (handlers.list_records).
+        self.pages: BoundedCache[Hashable, Any] = BoundedCache(SEARCHES, SEARCH_BYTES)
         self._refreshing: dict[Key, asyncio.Task[None]] = {}
         self._first_reads: dict[Key, asyncio.Task[Entry]] = {}
         self._holder = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
