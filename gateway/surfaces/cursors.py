@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import os
@@ -58,14 +59,14 @@ def derived_key(section: BaseModel, public_base_url: str | None) -> bytes:
 def seal(key: bytes, plaintext: bytes) -> str:
     """`plaintext` encrypted and authenticated under (a key derived from) `key`."""
     nonce = os.urandom(_NONCE_BYTES)
-    return _b64(nonce + AESGCM(_aead_key(key)).encrypt(nonce, plaintext, _CONTEXT))
+    return _b64(nonce + _aead(key).encrypt(nonce, plaintext, _CONTEXT))
 
 
 def unseal(key: bytes, token: str) -> bytes:
     """What `seal` sealed; `InvalidCursor` for anything else."""
     try:
         raw = base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4))
-        return AESGCM(_aead_key(key)).decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _CONTEXT)
+        return _aead(key).decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _CONTEXT)
     except (ValueError, binascii.Error, InvalidTag, UnicodeEncodeError):
         raise InvalidCursor("The cursor is not valid.") from None
 
@@ -122,6 +123,13 @@ class CursorSigner:
 
 def query_digest(query: Any) -> bytes:
     return hashlib.sha256(orjson.dumps(query, option=orjson.OPT_SORT_KEYS)).digest()[:16]
+
+
+@functools.lru_cache(maxsize=32)
+def _aead(key: bytes) -> AESGCM:
+    """The cipher of a cursor key (its derivation and key schedule cost more than a seal):
+    one per config generation's key, kept while it is in use."""
+    return AESGCM(_aead_key(key))
 
 
 def _aead_key(key: bytes) -> bytes:

@@ -16,6 +16,7 @@ from gateway.operations import (
     compile_operation,
     placeholder,
 )
+from gateway.surfaces.aidre import visibility
 from gateway.surfaces.aidre.config import Aidre, Collection, EmbeddingSpace
 
 VISIBILITY = ("the record visibilities the caller may see, comma-separated (`public`, and what "
@@ -82,6 +83,8 @@ class CompiledCollection:
     vector_search: Operation[VectorSearch] | None
     chunk: Operation[ChunkRead] | None
     space: EmbeddingSpace | None
+    # What `record_visibility: lookup: chunk` remembers (None: nothing, or no lookup).
+    visibilities: visibility.Cache | None = None
 
     @property
     def public(self) -> bool:
@@ -123,9 +126,16 @@ def compile_collections(aidre: Aidre, upstreams: set[str]) -> dict[str, Compiled
             _optional(collection.vector_search, f"{where}.vector_search", upstreams,
                       VectorSearch),
             _optional(collection.chunk, f"{where}.chunk", upstreams, ChunkRead),
-            space,
+            space, _visibility_cache(collection),
         )
     return compiled
+
+
+def _visibility_cache(collection: Collection) -> visibility.Cache | None:
+    rules = collection.record_visibility
+    if rules is None or rules.lookup != "chunk" or collection.chunk is None:
+        return None
+    return visibility.Cache.of(rules.cache)
 
 
 def _optional(settings: UpstreamOperation | None, where: str, upstreams: set[str],

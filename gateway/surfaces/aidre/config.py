@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, SecretStr, TypeAdapter, ValidationError,
 from gateway.embeddings.config import EmbedderSettings
 from gateway.operations import UpstreamOperation
 from gateway.policy.resources import RecordScopes
+from gateway.record_cache import RecordCacheSettings
 from gateway.settings import Settings
 from gateway.strict import Strict
 
@@ -96,8 +97,14 @@ class RecordVisibility(RecordScopes):
     lookup: Literal["none", "chunk"] = Field(
         "none", description="`chunk`: a search hit whose mapping gives no visibility is read "
         "through the chunk operation to learn it (one upstream call per hit, counted in "
-        "aidre.max_upstream_calls).",
+        "aidre.max_upstream_calls), unless `cache` remembers it.",
     )
+    cache: RecordCacheSettings = Field(
+        default_factory=RecordCacheSettings,
+        description="Visibilities `lookup: chunk` learnt, remembered per record and caller "
+        "while the search hit's updated_at / content_hash equal the chunk answer's (a record "
+        "changed upstream is read again); one changed upstream without either changing is "
+        "seen within `ttl`.")
 
 
 class Collection(Strict):

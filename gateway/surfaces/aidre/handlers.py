@@ -29,6 +29,7 @@ from gateway.surfaces.aidre import render, window
 from gateway.surfaces.aidre.collections import CompiledCollection, Operation
 from gateway.surfaces.aidre.config import aidre_of
 from gateway.surfaces.aidre.request import invalid, parse_search
+from gateway.surfaces.aidre.visibility import Memo
 from gateway.surfaces.cursors import MAX_OFFSET, CursorSigner, InvalidCursor, derived_key
 
 _MEDIA_TYPES = ("application/aidre+json", "application/json")
@@ -63,7 +64,9 @@ class AidreSurface:
         """The caller's page at the query's offset: policy decides on each record as it is
         read, so hidden records neither shorten the page nor show in whether more follow."""
         collection = self.collections[query.collection or ""]
-        source = window.Source(collection, self._operation(query))
+        memo = Memo(collection.visibilities, collection.name, stages.caller_key(),
+                    window.visible_values(query)) if collection.visibilities is not None else None
+        source = window.Source(collection, self._operation(query), memo)
         self.page = await window.gather(source, query, self.start, stages.page, stages.keep,
                                         window.Budget(self.settings.max_upstream_calls))
         return self.page.hits

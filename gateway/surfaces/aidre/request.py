@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from gateway.errors import GatewayError
+from gateway.mapping import numbers
 from gateway.model import Query
 from gateway.surfaces.aidre.config import Aidre, EmbeddingSpace
 
@@ -104,13 +105,12 @@ def _space(value: Any, settings: Aidre) -> EmbeddingSpace:
 
 def _vector(value: Any, space: EmbeddingSpace) -> tuple[float, ...]:
     """§19.2 and §11.5: a well-shaped array of numbers that cannot be searched with is 422."""
-    if not isinstance(value, list) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in value):
+    if not numbers(value):
         raise invalid("query_vector must be an array of numbers.")
     if not value or len(value) > MAX_VECTOR_LENGTH:
         raise invalid_vector(f"query_vector must hold between 1 and {MAX_VECTOR_LENGTH} numbers.",
                              space, actual_dimensions=len(value))
-    if not all(math.isfinite(x) for x in value):
+    if not all(map(math.isfinite, value)):
         raise invalid_vector("query_vector must hold finite numbers only.", space)
     if len(value) != space.dimensions:
         raise GatewayError(
@@ -122,7 +122,7 @@ def _vector(value: Any, space: EmbeddingSpace) -> tuple[float, ...]:
     if space.distance == "cosine" and not any(value):
         raise invalid_vector("Cosine similarity is undefined for an all-zero query_vector.",
                              space)
-    return tuple(float(x) for x in value)
+    return tuple(map(float, value))
 
 
 def invalid_vector(message: str, space: EmbeddingSpace, **details: Any) -> GatewayError:

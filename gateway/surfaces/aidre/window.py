@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import GatewayError
@@ -26,6 +26,7 @@ from gateway.surfaces.aidre.collections import (
     TextSearch,
     VectorSearch,
 )
+from gateway.surfaces.aidre.visibility import Memo
 
 Visible = Callable[[list[Hit]], list[Hit]]  # the records of a batch the caller may see
 
@@ -41,6 +42,10 @@ class Position:
     after: str = ""
     offset: int = 0
     size: int = 0  # 0: not read yet
+
+    def moved(self, records: int) -> Position:
+        """The position `records` further on (as `dataclasses.replace`, without its cost)."""
+        return Position(self.after, self.offset + records, self.size)
 
 
 @dataclass(slots=True)
@@ -65,10 +70,12 @@ class Budget:
 @dataclass(slots=True)
 class Source:
     """Where the records come from: the search operation (a text or a vector search, as the
-    query is) and, for lookups, the collection's chunk operation."""
+    query is) and, for lookups, the collection's chunk operation and what earlier lookups
+    learnt (`memo`: none when the collection remembers nothing)."""
 
     collection: CompiledCollection
     operation: Operation[Any]
+    memo: Memo | None = None
 
 
 def values(query: Query, position: Position, count: int) -> TextSearch | VectorSearch:
@@ -105,10 +112,10 @@ async def gather(source: Source, query: Query, start: Position, fetch: FetchPage
         hits, at = batch.hits, batch.start
         resolved = await learn_visibility(source, hits, query, fetch_hits(fetch), budget)
         kept = {id(hit) for hit in visible(hits[:resolved])}
-        found += [(replace(at, offset=at.offset + index), hit)
+        found += [(at.moved(index), hit)
                   for index, hit in enumerate(hits[:resolved]) if id(hit) in kept]
         if resolved < len(hits):
-            resume = replace(at, offset=at.offset + resolved)
+            resume = at.moved(resolved)
             return _window(found, query, resume, out_of_budget=True)
         if batch.following is None:
             return _window(found, query, None, capped=batch.capped)
@@ -187,30 +194,36 @@ async def _read_after(operation: Operation[Any], query: Query, position: Positio
 
 async def learn_visibility(source: Source, hits: list[Hit], query: Query, fetch: Fetch,
                            budget: Budget) -> int:
-    """Read each hit without a visibility through the chunk operation, when configured and
-    within the budget; how many leading hits are ready for policy to decide on."""
+    """Read each hit without a visibility through the chunk operation (unless the memo
+    still knows it), when configured and within the budget; how many leading hits are ready
+    for policy to decide on."""
     rules = source.collection.settings.record_visibility
-    chunk = source.collection.chunk
+    chunk, memo = source.collection.chunk, source.memo
     if rules is None or rules.lookup != "chunk" or chunk is None:
         return len(hits)
     missing = [index for index, hit in enumerate(hits)
-               if hit.metadata.get("visibility") is None]
+               if hit.metadata.get("visibility") is None
+               and (memo is None or not memo.recall(hit))]
     granted = budget.take(len(missing))
-    found = await asyncio.gather(*(_visibility(chunk, hits[index].id, query, fetch)
+    found = await asyncio.gather(*(_record(chunk, hits[index].id, query, fetch)
                                    for index in missing[:granted]))
-    for index, visibility in zip(missing, found, strict=False):
-        hits[index].metadata["visibility"] = visibility
+    for index, record in zip(missing, found, strict=False):
+        hits[index].metadata["visibility"] = \
+            record.metadata.get("visibility") if record is not None else None
+        if memo is not None:
+            memo.learn(hits[index], record)
     return missing[granted] if granted < len(missing) else len(hits)
 
 
-async def _visibility(chunk: Operation[ChunkRead], item: str, query: Query,
-                      fetch: Fetch) -> Any:
+async def _record(chunk: Operation[ChunkRead], item: str, query: Query,
+                  fetch: Fetch) -> Hit | None:
+    """The record as the chunk operation reads it; None when unknown (seen by nobody)."""
     if not addressable(item):
-        return None  # unknown: seen by nobody
+        return None
     try:
         records = await fetch(chunk, chunk_values(query, item))
     except GatewayError as error:
         if error.status == 404:
             return None  # gone since the search: unknown
         raise
-    return records[0].metadata.get("visibility") if records else None
+    return records[0] if records else None

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field
 
 from gateway.operations import UpstreamOperation
 from gateway.policy.resources import RecordScopes
+from gateway.record_cache import RecordCacheSettings
 from gateway.strict import Strict
 from gateway.surfaces.aip.signing_config import Events, KeyPrefix, Signing, store_url
 
@@ -151,6 +152,12 @@ class Source(Strict):
     article: UpstreamOperation | None = Field(
         None, description="Reads one hit's whole text ({id}); it is split into chunks."
     )
+    article_cache: RecordCacheSettings = Field(
+        default_factory=lambda: RecordCacheSettings(max_bytes=16 * 1024 * 1024),
+        description="Articles `article` read, remembered per hit and caller while the search "
+        "hit's updated_at / content_hash equal the article's (an article changed upstream is "
+        "read again; a hit without either is always read). One changed upstream without "
+        "either changing is served as it was for up to `ttl` seconds.")
     search_texts: Literal["articles", "excerpts"] = Field(
         "articles", description="Without `article`: whether search texts are whole articles "
         "(split, never returned whole unless full_article) or excerpts (returned as they are).",

@@ -3,12 +3,13 @@
 Two sinks behind one protocol, and with both an answered `emit` is stored. `RedisStreamSink`
 writes each event with one XADD, so every replica shares one stream. `JsonlSink` keeps a bounded
 queue drained by one writer task that hands each batch (the events of every caller waiting) to
-a worker thread, which appends whole lines under a file lock and rotates the file by size
-(rotation.py), so processes and generations sharing the file never interleave half lines or
-lose one to a rotation; each `emit` returns when its batch is written, or raises when it could
-not be. A full queue makes `emit` wait rather than drop, and `aclose()` stops taking events,
-drains the queue and closes the file, so a reload or SIGTERM that closes the sink loses
-nothing. (A machine crash can lose what the kernel had not yet written; there is no fsync.)
+the sink's own thread (writer_thread.py), which appends whole lines under a file lock and
+rotates the file by size (rotation.py), so processes and generations sharing the file never
+interleave half lines or lose one to a rotation; each `emit` returns when its batch is written,
+or raises when it could not be. A full queue makes `emit` wait rather than drop, and
+`aclose()` stops taking events, drains the queue and closes the file, so a reload or SIGTERM
+that closes the sink loses nothing. (A machine crash can lose what the kernel had not yet
+written; there is no fsync.)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import orjson
 from gateway import redis_url
 from gateway.surfaces.aip.rotation import RotatingFile, rotated_files
 from gateway.surfaces.aip.signing_config import Events
+from gateway.surfaces.aip.writer_thread import WriterThread
 
 AIP_VERSION = "0.1"
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?)+$")
@@ -163,6 +165,7 @@ class JsonlSink:
         self._file = RotatingFile(path, max_file_bytes, keep_files)
         self._queue: asyncio.Queue[Pending | None] = asyncio.Queue(queue_size)
         self._writer: asyncio.Task[None] | None = None
+        self._thread = WriterThread("aip-events-file")
         self._closed = False
 
     async def emit(self, event: dict[str, Any]) -> None:
@@ -187,13 +190,15 @@ class JsonlSink:
                 if None in items:
                     return
         finally:
+            self._thread.stop()
             self._file.close()
 
     async def _write(self, batch: list[Pending]) -> None:
-        """One batch, its file I/O, lock and any rotation in a worker thread, off the loop."""
+        """One batch, its file I/O, lock and any rotation in the sink's thread, off the loop."""
         failure: Exception | None = None
+        lines = [line for line, _ in batch]
         try:
-            await asyncio.to_thread(self._file.write, [line for line, _ in batch])
+            await self._thread.run(lambda: self._file.write(lines))
         except Exception as exc:  # every waiting caller must hear of it, whatever it was
             failure = EventSinkUnavailable(type(exc).__name__)
         for _, written in batch:

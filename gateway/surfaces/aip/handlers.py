@@ -23,7 +23,7 @@ from gateway.policy.rules import Ask
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json
-from gateway.surfaces.aip.chunks import Chunk, select, split, withheld_whole
+from gateway.surfaces.aip.chunks import Chunk, Cutter, select, withheld_whole
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.events import EventSink, access_event
 from gateway.surfaces.aip.gate import Gate, check_platform
@@ -84,7 +84,7 @@ class Retriever:
         self.sink = sink
         self.ledger = ledger
         self.sources = sources
-        self.counter = TokenCounter(aip.retrieval.encoding)
+        self.cutter = Cutter(TokenCounter(aip.retrieval.encoding), aip.retrieval.chunk_tokens)
 
     async def handle(self, exchange: Exchange) -> Response:
         """The pipeline runs the retrieve (`Retrieval`); the answer is signed like any other."""
@@ -97,8 +97,7 @@ class Retriever:
         many texts gave none because they are too short to return but whole."""
         retrieval = self.aip.retrieval
         whole = retrieval.supports.full_article or not source.whole_articles
-        articles = [split(piece, self.counter, retrieval.chunk_tokens)
-                    for piece in pieces(hits)]
+        articles = [self.cutter.cut(piece) for piece in pieces(hits)]
         return select(articles, query, self.limits, whole), withheld_whole(articles, whole)
 
     async def record_access(self, wanted: RetrieveRequest, chunks: list[Chunk]) -> None:

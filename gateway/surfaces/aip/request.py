@@ -56,13 +56,8 @@ def readable_request_id(body: Any) -> str | None:
 def parse_retrieve(body: Any) -> RetrieveRequest:
     """A valid RetrieveRequest; `invalid_request` names the first offending member. The body's
     shape (depth, string lengths, `QUERY_PATH` included) was bounded when it was parsed."""
-    errors = sorted(_validator("retrieve-request").iter_errors(body),
-                    key=lambda error: list(error.absolute_path))
-    if errors:
-        error = errors[0]
-        where = "/".join(str(part) for part in error.absolute_path) or "(body)"
-        raise invalid(f"The request does not match RetrieveRequest at {where}: "
-                      f"{_reason(error)}.")
+    if not _conforms(body):
+        _refuse_nonconforming(body)
     if not 0 < len(body["request_id"]) <= MAX_REQUEST_ID:  # one the answer can echo
         raise invalid(f"The request does not match RetrieveRequest at request_id: expected 1 "
                       f"to {MAX_REQUEST_ID} characters.")
@@ -78,6 +73,44 @@ def parse_retrieve(body: Any) -> RetrieveRequest:
         mode=_string(extension, "mode") or "chunks", source=_string(extension, "source"),
         uses=_uses(extension),
     )
+
+
+def _refuse_nonconforming(body: Any) -> None:
+    """`invalid_request` naming the first member the schema refuses, as `jsonschema` says it
+    (the fast check refuses a few bodies this one accepts: those go on)."""
+    errors = sorted(_validator("retrieve-request").iter_errors(body),
+                    key=lambda error: list(error.absolute_path))
+    if errors:
+        error = errors[0]
+        where = "/".join(str(part) for part in error.absolute_path) or "(body)"
+        raise invalid(f"The request does not match RetrieveRequest at {where}: "
+                      f"{_reason(error)}.")
+
+
+# The RetrieveRequest schema's one `format`: checked by `jsonschema`'s own checker, as before,
+# since jsonschema-rs's date-time differs (it takes leap seconds). A test holds that it is the
+# only one.
+FORMATTED = (("timestamp",), "date-time")
+
+
+def _conforms(body: Any) -> bool:
+    """Whether the body is a RetrieveRequest, told ~70 times faster than `jsonschema` by
+    jsonschema-rs (without formats; `FORMATTED` by `jsonschema`'s checker). Never true where
+    `jsonschema` finds a fault (tests/test_aip_request_schema.py compares the two on mutated
+    bodies); false for some it accepts (a pattern's `$` before a final newline, which Python's
+    `re` lets match), which then go to `jsonschema`."""
+    if not _fast_validator().is_valid(body):
+        return False
+    (name,), format_name = FORMATTED
+    return bool(_validator("retrieve-request").format_checker.conforms(body[name], format_name))
+
+
+@functools.cache
+def _fast_validator() -> Any:
+    import jsonschema_rs
+
+    return jsonschema_rs.validator_for(_validator("retrieve-request").schema,
+                                       validate_formats=False)
 
 
 @functools.cache

@@ -13,6 +13,7 @@ from gateway import errors
 from gateway.handles import Stages
 from gateway.model import Hit
 from gateway.operations import Operation, Placeholders, compile_operation, placeholder
+from gateway.record_cache import RecordCache
 from gateway.surfaces.aip.chunks import Piece
 from gateway.surfaces.aip.config import Aip, Source
 
@@ -49,6 +50,7 @@ class CompiledSource:
     settings: Source
     search: Operation[SourceSearch]
     article: Operation[ArticleRead] | None
+    articles: RecordCache[Hit] | None = None  # what `article` read, remembered
 
     # As a resource the policy engine decides on (gateway.policy.engine.Resource): public,
     # without stored vectors; its hits carry their own visibility when `record_visibility` is set.
@@ -85,7 +87,8 @@ def compile_sources(aip: Aip, upstreams: set[str]) -> dict[str, CompiledSource]:
         search = compile_operation(source.search, f"{where}.search", upstreams, SourceSearch)
         article = (compile_operation(source.article, f"{where}.article", upstreams, ArticleRead)
                    if source.article is not None else None)
-        compiled[name] = CompiledSource(name, source, search, article)
+        articles = RecordCache[Hit].of(source.article_cache) if article is not None else None
+        compiled[name] = CompiledSource(name, source, search, article, articles)
     return compiled
 
 
@@ -133,10 +136,28 @@ async def _shown(source: CompiledSource, hits: list[Hit], stages: Stages) -> lis
         # A hit the search already shows hidden is never read; the others are judged on the
         # article's visibility (or the search hit's, when the article does not give one).
         hits = _less_hidden_by_search(hits, stages)
-        articles = await asyncio.gather(*(_article(source.article, hit, stages)
-                                          for hit in hits))
-        hits = [hit for hit in articles if hit is not None]
+        articles = await _articles(source, source.article, hits, stages)
+        hits = [_judged(article, hit) for article, hit in zip(articles, hits, strict=True)
+                if article is not None]
     return stages.keep(hits)
+
+
+async def _articles(source: CompiledSource, operation: Operation[ArticleRead],
+                    hits: list[Hit], stages: Stages) -> list[Hit | None]:
+    """Each hit's article, as remembered (gateway.record_cache: per source and caller, while
+    the hit's validators are the article's) or else read."""
+    cache = source.articles
+    scope = (source.name, stages.caller_key()) if cache is not None else None
+    known = [cache.recall(scope, hit) if cache is not None else None for hit in hits]
+    found = [_copy(article) if article is not None else None for article in known]
+    missing = [index for index, article in enumerate(found) if article is None]
+    read = await asyncio.gather(*(_article(operation, hits[index], stages)
+                                  for index in missing))
+    for index, article in zip(missing, read, strict=True):
+        found[index] = article
+        if cache is not None and article is not None:
+            cache.learn(scope, hits[index], article, _copy(article), _size(article))
+    return found
 
 
 def pieces(hits: list[Hit]) -> list[Piece]:
@@ -161,11 +182,27 @@ async def _article(operation: Operation[ArticleRead], found_by: Hit,
         if error.code == "not_found":  # gone since the search: leave it out
             return None
         raise
-    if not found:
-        return None
+    return found[0] if found else None
+
+
+def _judged(article: Hit, found_by: Hit) -> Hit:
+    """The article with the search hit's visibility when it gives none of its own."""
     if "visibility" in found_by.metadata:
-        found[0].metadata.setdefault("visibility", found_by.metadata["visibility"])
-    return found[0]
+        article.metadata.setdefault("visibility", found_by.metadata["visibility"])
+    return article
+
+
+def _copy(article: Hit) -> Hit:
+    """A remembered article as a hit of its own (the pipeline's stages change hits)."""
+    return Hit(article.id, dict(article.fields), article.text, article.score, article.vector,
+               dict(article.metadata))
+
+
+def _size(article: Hit) -> int:
+    """About the bytes an article takes, remembered."""
+    values = [article.text, *article.fields.values(), *article.metadata.values()]
+    return 64 * len(values) + sum(len(v) for v in values if isinstance(v, str)) \
+        + 8 * len(article.vector or ())
 
 
 def _piece(hit: Hit) -> Piece | None:

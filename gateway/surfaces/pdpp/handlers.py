@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,8 @@ from gateway.surfaces.pdpp.streams import (
 from gateway.surfaces.pdpp.threads import over_records
 
 Handler = Callable[["PdppService", "Call"], Awaitable[Response]]
+# A page of records as rendered, and the position its cursor continues after (None: the end).
+Page = tuple[list[dict[str, Any]], list[Any] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +215,29 @@ class PdppService:
                    "f": _filters(params.filters), "g": grant_digest(call.principal)}
         position = self._position(params.get("cursor"), binding)
         entry = await self._entry(access.stream, call)
+        captured = entry.snapshot.captured_at
+        key = _page_key(entry.serial, access, field, order, position, params.filters, limit,
+                        wanted)
+        page = self.store.pages.get(key) if key is not None else None
+        if page is None:
+            page = await self._page(entry, access, field, order, position, params.filters,
+                                    limit, wanted)
+            if key is not None:
+                self.store.pages.put(key, page, 200 + len(orjson.dumps(page[0])))
+        data, last = page
+        cursor = self.cursors.issue_position(binding, last) if last is not None else None
+        document = render.page(
+            f"{self.pdpp.base_path}/v1/streams/{access.stream.name}/records", data, cursor,
+            request.meta(params))
+        document["freshness"] = {"status": "current", "captured_at": captured}
+        return render.json_response(document, call.ctx.request_id, call.version)
+
+    @staticmethod
+    async def _page(entry: Entry, access: Access, field: str | None, order: str,
+                    position: list[Any] | None, record_filters: list[filters.Filter],
+                    limit: int, wanted: frozenset[str] | None) -> Page:
+        """One page of records as rendered, and the position of its last record when more
+        follow (what its cursor continues after)."""
 
         def listed() -> list[Record]:
             """The page and one record more: read from the cursor's place in the ordered
@@ -222,7 +247,7 @@ class PdppService:
             for record in itertools.islice(ordered, first_after(ordered, position, field, order),
                                            None):
                 view = record if access.whole else access.view(record)
-                if view is not None and filters.matches(view, params.filters, access):
+                if view is not None and filters.matches(view, record_filters, access):
                     rows.append(view)
                     if len(rows) > limit:
                         break
@@ -230,15 +255,9 @@ class PdppService:
 
         rows = await over_records(len(entry.snapshot.records), listed)
         shown, more = rows[:limit], len(rows) > limit
-        cursor = self.cursors.issue_position(binding, position_of(shown[-1], field)) \
-            if more else None
         captured = entry.snapshot.captured_at
-        document = render.page(
-            f"{self.pdpp.base_path}/v1/streams/{access.stream.name}/records",
-            [render.record(access, r, wanted, captured) for r in shown], cursor,
-            request.meta(params))
-        document["freshness"] = {"status": "current", "captured_at": captured}
-        return render.json_response(document, call.ctx.request_id, call.version)
+        return ([render.record(access, r, wanted, captured) for r in shown],
+                position_of(shown[-1], field) if more else None)
 
     @_pdpp
     async def get_record(self, call: Call) -> Response:
@@ -296,11 +315,12 @@ class PdppService:
         if semantic and self.pdpp.semantic is not None:
             ranked = await search.semantic(q, accesses, params.filters, entry_for,
                                            self.pdpp.semantic.min_similarity, settings.snippets,
-                                           self.pdpp.semantic.embedder, offset + limit)
+                                           self.pdpp.semantic.embedder, offset + limit,
+                                           self.store.searches)
         else:
             ranked = await search.lexical(q, accesses, params.filters, entry_for,
                                           self._upstream_search(q, call), settings.snippets,
-                                          offset + limit)
+                                          offset + limit, self.store.searches)
         hits = ranked.hits[offset:offset + limit]
         more = ranked.total > offset + limit
         now = _now()
@@ -388,6 +408,23 @@ class PdppService:
             return self.cursors.position(cursor, binding)
         except InvalidCursor as exc:
             raise request.invalid(str(exc), "cursor", "invalid_cursor") from None
+
+
+def _page_key(serial: int, access: Access, field: str | None, order: str,
+              position: list[Any] | None, found_filters: list[filters.Filter], limit: int,
+              wanted: frozenset[str] | None) -> Hashable | None:
+    """What a page of records depends on: the copy of the stream, the grant shape (all that
+    `Access.view` and `project` read), where it starts, its filters, its size and the fields
+    asked for. None when the position holds a value that cannot key (a list, say): that page
+    is not remembered."""
+    key = (serial, access.fields, access.time_field, access.since, access.until,
+           access.resources, field, order, tuple(position) if position is not None else None,
+           tuple(found_filters), limit, wanted)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def grant_digest(principal: Principal) -> str:

@@ -6,16 +6,23 @@ the gateway's own indexes score only those. A stream whose upstream searches ans
 the records that search returns, mapped as its records are: nothing of the stream is read or
 kept beyond them. Only the records a caller may see, as
 `Access.view` shows them, are ever scored, matched, filtered, counted or snipped; snippets are
-checked again by `Access.snippet`."""
+checked again by `Access.snippet`.
+
+What one stream's index gives for a query is remembered (`Searches`) by the copy of the stream
+it searched (`Entry.serial`: a refresh makes a new copy), the query, the filters and the grant
+shape (`Access`: the readable fields, time window and record list, all that `view`,
+`matchable` and `snippet` depend on): a caller is only ever given what a search of the same
+records under the same view would give it, and nothing stays once the copy is replaced."""
 
 from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.caching import BoundedCache
 from gateway.embeddings.base import Embedder, EmbeddingError
 from gateway.embeddings.config import EmbedderSettings
 from gateway.embeddings.hashing import tokenize
@@ -33,6 +40,7 @@ from gateway.surfaces.pdpp.threads import over_records
 # its sentences): a page never goes deeper, and the rest would cost time for nothing.
 SNIPPETS = 100
 EntryFor = Callable[[CompiledStream], Awaitable[Entry]]
+Searches = BoundedCache[Hashable, list["Found"]]
 # An upstream search sent the matchable fields: the records it answered, and whether it
 # answered as many as it was asked for (more may match).
 UpstreamSearch = Callable[[CompiledStream, tuple[str, ...]], Awaitable[tuple[list[Record], bool]]]
@@ -55,7 +63,8 @@ class Ranked:
 
 
 async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_for: EntryFor,
-                  upstream_search: UpstreamSearch, snippets: bool, wanted: int) -> Ranked:
+                  upstream_search: UpstreamSearch, snippets: bool, wanted: int,
+                  searches: Searches | None = None) -> Ranked:
     terms = tokenize(q)
     found: list[Found] = []
     truncated = False
@@ -72,8 +81,10 @@ async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_f
         else:
             entry = await entry_for(access.stream)
             truncated |= _truncated(entry, access)
-            found += await over_records(len(entry.snapshot.records), functools.partial(
-                _lexical_in_index, entry, access, terms, filters, snippets))
+            found += await _remembered(
+                searches, (entry.serial, "lexical", _shape(access), tuple(terms),
+                           tuple(filters), snippets), entry,
+                functools.partial(_lexical_in_index, entry, access, terms, filters, snippets))
     return Ranked(await over_records(len(found), lambda: _rank(found, wanted)), len(found),
                   truncated)
 
@@ -112,7 +123,7 @@ def _lexical_found(scored: list[tuple[int, dict[str, float]]], visible: dict[int
 
 async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_for: EntryFor,
                    threshold: float, snippets: bool, embedder: EmbedderSettings,
-                   wanted: int) -> Ranked:
+                   wanted: int, searches: Searches | None = None) -> Ranked:
     """Records near the query by the embedder's vectors (the query embedded off the loop;
     raises EmbeddingError when the embedder cannot)."""
     try:
@@ -130,8 +141,11 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
             continue
         entry = await entry_for(access.stream)
         truncated |= _truncated(entry, access)
-        found += await over_records(len(entry.snapshot.records), functools.partial(
-            _semantic_in_index, entry, access, query, filters, threshold, model))
+        found += await _remembered(
+            searches, (entry.serial, "semantic", _shape(access), tuple(query), tuple(filters),
+                       threshold, model is not None), entry,
+            functools.partial(_semantic_in_index, entry, access, query, filters, threshold,
+                              model))
     return Ranked(await over_records(len(found), lambda: _rank(found, wanted)), len(found),
                   truncated)
 
@@ -160,6 +174,29 @@ def _semantic_in_index(entry: Entry, access: Access, query: list[float], filters
         snippet = access.snippet(record, best, text or "", "semantic")
         found.append(Found(access, record, score, (best,), snippet))
     return found
+
+
+async def _remembered(searches: Searches | None, key: Hashable, entry: Entry,
+                      search: Callable[[], list[Found]]) -> list[Found]:
+    """`search()` (threads.py), or what it gave for the same key (the caller's copy: the list
+    is shared)."""
+    found = searches.get(key) if searches is not None else None
+    if found is None:
+        found = await over_records(len(entry.snapshot.records), search)
+        if searches is not None:
+            searches.put(key, found, _size(found))
+    return found
+
+
+def _shape(access: Access) -> Hashable:
+    """All of an `Access` that what a search finds and shows depends on, its stream aside
+    (one copy is of one stream)."""
+    return (access.fields, access.time_field, access.since, access.until, access.resources)
+
+
+def _size(found: list[Found]) -> int:
+    """About the bytes a remembered result holds of its own (its records are the copy's)."""
+    return 200 + sum(300 + sum(len(v) for v in (f.snippet or {}).values()) for f in found)
 
 
 def _visible(entry: Entry, access: Access) -> dict[int, Record]:

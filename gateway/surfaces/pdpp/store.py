@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import os
 import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from datetime import UTC, datetime
+from typing import Any
 
+from gateway.caching import BoundedCache
 from gateway.embeddings.config import EmbedderSettings
 from gateway.errors import GatewayError
 from gateway.index.base import SearchIndex
@@ -41,7 +44,11 @@ Loader = Callable[[], Awaitable[tuple[list[Record], bool]]]
 Key = tuple[str, str]  # (stream, subject or "")
 MAX_ENTRIES = 512
 FIRST_READ_WAIT = 10.0  # seconds a request waits for a stream's first read and index
+# Search results kept per store (search.py: per copy of a stream and grant shape).
+SEARCHES = 2048
+SEARCH_BYTES = 16 * 1024 * 1024
 log = logging.getLogger("aigw.pdpp")
+_SERIALS = itertools.count(1)
 
 
 class Entry:
@@ -51,6 +58,9 @@ class Entry:
         self.snapshot = snapshot
         self.index = index
         self.taken = taken
+        # This copy among every copy this process makes (never reused, unlike `id`): what
+        # is remembered of searching it is keyed by it.
+        self.serial = next(_SERIALS)
         self.stale = False  # the last refresh failed: this is the last good copy
         self.by_key = {record.key: record for record in snapshot.records}
         self.positions = {record.key: i for i, record in enumerate(snapshot.records)}
@@ -76,6 +86,11 @@ class Store:
         self.embedder = embedder  # of semantic search, when served: records are embedded
         self.source = source  # where the streams are read from (the upstreams' URLs)
         self._entries: OrderedDict[Key, Entry] = OrderedDict()
+        # Search results, by copy and grant shape (search.py); a copy replaced is never
+        # asked again, and its results leave as the least recently used.
+        self.searches: BoundedCache[Hashable, Any] = BoundedCache(SEARCHES, SEARCH_BYTES)
+        # Pages of records as rendered, by copy and grant shape (handlers.list_records).
+        self.pages: BoundedCache[Hashable, Any] = BoundedCache(SEARCHES, SEARCH_BYTES)
         self._refreshing: dict[Key, asyncio.Task[None]] = {}
         self._first_reads: dict[Key, asyncio.Task[Entry]] = {}
         self._holder = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"

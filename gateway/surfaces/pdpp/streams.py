@@ -121,6 +121,7 @@ class CompiledStream:
     lexical_op: Operation[FieldSearch] | None
     lexical_fields: tuple[str, ...]  # declared and a top-level string of the schema
     semantic_fields: tuple[str, ...]
+    required: frozenset[str]  # the schema-required fields (asked of on every request)
 
     @property
     def connector_id(self) -> str:
@@ -134,10 +135,6 @@ class CompiledStream:
             return scope == "subject"
         return any(op is not None and "subject" in op.placeholders
                    for op in (self.list_op, self.record_op))
-
-    @property
-    def required(self) -> frozenset[str]:
-        return frozenset(n for n, spec in self.settings.fields.items() if spec.required)
 
     @property
     def emitted_field(self) -> str:
@@ -207,6 +204,7 @@ def _compile(name: str, stream: Stream, upstreams: set[str]) -> CompiledStream:
                           FieldSearch) if not isinstance(lexical, str) else None,
         searchable(stream, stream.search.lexical_fields),
         searchable(stream, stream.search.semantic_fields),
+        frozenset(n for n, spec in stream.fields.items() if spec.required),
     )
 
 
