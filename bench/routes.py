@@ -4,9 +4,10 @@ Scenarios, each an aigw process (aiohttp transport, access log off) in front of 
 measured one at a time with run.py's wrk settings: `open` (no auth), `jwt` (a bearer JWT from the
 demo issuer, scope-checked on /bench), and with --with-ratelimit (default) `jwt+ratelimit-memory`
 and `jwt+ratelimit-redis` (the jwt scenario plus a `rate_limits` section that is never reached),
-and with --with-tracing (default) `open+tracing` and `open+tracing-10%` (open with every
-request, or one in ten, traced and exported over OTLP/HTTP to the bench upstream, which
-answers the exports 200 like a collector).
+and with --with-tracing (default) `open+tracing`, `open+tracing-10%` and `open+tracing-0%`
+(open with every request, one in ten, or none sampled: tracing on, spans exported over OTLP/HTTP
+to the bench upstream, which answers the exports 200 like a collector; the 0% scenario is
+the cost of tracing to a request the sampler leaves out).
 The proxy runs alone on the proxy core (1); the upstream, the issuer and wrk on the load core (0).
 
 Usage: .venv/bin/python bench/routes.py [--quick] [--duration S] [--connections N]
@@ -42,6 +43,8 @@ REDIS = "redis"  # a scenario's storage placeholder: the run's own pinned redis-
 ISSUER_CONFIG = "issuer.yaml"  # in the run's temporary directory, next to the issuer's key
 RATELIMIT_HEADERS = ("RateLimit-Remaining", "RateLimit")
 GOALS = (("jwt", "open", 0.80), ("jwt+ratelimit-redis", "jwt+ratelimit-memory", 0.70))
+# CPU per request, at most: an unsampled request costs < 5 % over tracing off (issue 24).
+CPU_GOALS = (("open+tracing-0%", "open", 1.05),)
 
 
 @dataclass
@@ -49,6 +52,7 @@ class RouteOptions(Options):
     with_ratelimit: bool = True
     with_tracing: bool = True
     rounds: int = 3
+    only: tuple[str, ...] = ()  # scenario names to measure; empty: every one chosen
 
 
 @dataclass(frozen=True)
@@ -88,18 +92,25 @@ def parse_args(argv: list[str] | None = None) -> RouteOptions:
         "--with-tracing",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="also measure open+tracing and open+tracing-10%% (sample ratios 1 and 0.1)",
+        help="also measure open+tracing, open+tracing-10%% and open+tracing-0%% "
+        "(sample ratios 1, 0.1 and 0)",
     )
     parser.add_argument(
         "--rounds", type=int, default=3,
         help="measure every scenario this many times, interleaved, and report the median",
     )
+    parser.add_argument(
+        "--scenarios", default="",
+        help="comma-separated scenario names to measure, e.g. open,open+tracing-0%% "
+        "(default: all)",
+    )
     run.add_placement_args(parser)
     args = parser.parse_args(argv)
     base = run.options_from(args, [TRANSPORT])
     rounds = 1 if args.quick else max(1, args.rounds)
+    only = tuple(name.strip() for name in args.scenarios.split(",") if name.strip())
     return RouteOptions(**dataclasses.asdict(base), with_ratelimit=args.with_ratelimit,
-                        with_tracing=args.with_tracing, rounds=rounds)
+                        with_tracing=args.with_tracing, rounds=rounds, only=only)
 
 
 def scenarios(opts: RouteOptions) -> list[Scenario]:
@@ -107,9 +118,15 @@ def scenarios(opts: RouteOptions) -> list[Scenario]:
     if opts.with_tracing:
         found.append(Scenario("open+tracing", tracing=1.0))
         found.append(Scenario("open+tracing-10%", tracing=0.1))
+        found.append(Scenario("open+tracing-0%", tracing=0.0))
     if opts.with_ratelimit:
         found.append(Scenario("jwt+ratelimit-memory", auth=True, storage="memory://"))
         found.append(Scenario("jwt+ratelimit-redis", auth=True, storage=REDIS))
+    if opts.only:
+        unknown = set(opts.only) - {s.name for s in found}
+        if unknown:
+            raise BenchError(f"no scenario named {', '.join(sorted(unknown))}")
+        found = [s for s in found if s.name in opts.only]
     return found
 
 
@@ -294,9 +311,14 @@ def measure_scenario(
 
 
 def median_result(runs: list[Result]) -> Result:
-    """The run with the median rps: machine noise hits single runs, rarely the middle one."""
+    """The run with the median rps (machine noise hits single runs, rarely the middle one),
+    with the median of the runs' CPU per request."""
     measured = sorted((r for r in runs if r.rps is not None), key=lambda r: r.rps or 0.0)
-    return measured[len(measured) // 2] if measured else runs[0]
+    if not measured:
+        return runs[0]
+    cpu = sorted(r.cpu_us for r in measured if r.cpu_us is not None)
+    middle = measured[len(measured) // 2]
+    return dataclasses.replace(middle, cpu_us=cpu[len(cpu) // 2] if cpu else None)
 
 
 def with_redis(found: list[Scenario], url: str) -> list[Scenario]:
@@ -330,13 +352,15 @@ def run_all(opts: RouteOptions, workdir: Path) -> list[Result]:
 
 
 def results_table(results: list[Result]) -> list[str]:
-    base = next((r.rps for r in results if r.target == "open"), None)
-    lines = ["| scenario | rps | p50 | p99 | CPU/request | rps vs open |",
-             "|---|---|---|---|---|---|"]
+    base = next((r for r in results if r.target == "open"), None)
+    lines = ["| scenario | rps | p50 | p99 | CPU/request | rps vs open | CPU vs open |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
         rps = "-" if r.rps is None else f"{r.rps:,.0f}"
-        cells = [r.target, rps, run.fmt_ms(r.p50_ms), run.fmt_ms(r.p99_ms), run.fmt_us(r.cpu_us)]
-        lines.append("| " + " | ".join([*cells, run.fmt_ratio(r.rps, base)]) + " |")
+        cells = [r.target, rps, run.fmt_ms(r.p50_ms), run.fmt_ms(r.p99_ms), run.fmt_us(r.cpu_us),
+                 run.fmt_ratio(r.rps, base and base.rps),
+                 run.fmt_ratio(r.cpu_us, base and base.cpu_us)]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -346,19 +370,30 @@ def rps_ratio(results: list[Result], num: str, den: str) -> float | None:
     return None if top is None or not bottom else top / bottom
 
 
+def cpu_ratio(results: list[Result], num: str, den: str) -> float | None:
+    by_name = {r.target: r.cpu_us for r in results}
+    top, bottom = by_name.get(num), by_name.get(den)
+    return None if top is None or not bottom else top / bottom
+
+
 def goals_table(results: list[Result]) -> list[str]:
-    lines = ["| rps ratio | value | goal | met |", "|---|---|---|---|"]
+    lines = ["| ratio | value | goal | met |", "|---|---|---|---|"]
     for num, den, goal in GOALS:
         value = rps_ratio(results, num, den)
         met = "not measured" if value is None else ("yes" if value >= goal else "no")
         shown = "-" if value is None else f"{value:.3g}"
-        lines.append(f"| {num} / {den} | {shown} | ≥ {goal:.2f} | {met} |")
+        lines.append(f"| rps {num} / {den} | {shown} | ≥ {goal:.2f} | {met} |")
+    for num, den, goal in CPU_GOALS:
+        value = cpu_ratio(results, num, den)
+        met = "not measured" if value is None else ("yes" if value <= goal else "no")
+        shown = "-" if value is None else f"{value:.3g}"
+        lines.append(f"| CPU/request {num} / {den} | {shown} | ≤ {goal:.2f} | {met} |")
     return lines
 
 
 def report(results: list[Result], opts: RouteOptions, started: dt.datetime) -> str:
     lines = [
-        "# aigw route benchmark (auth, rate limits)",
+        "# aigw route benchmark (auth, rate limits, tracing)",
         "",
         f"- date: {started.strftime('%Y-%m-%d %H:%M:%S UTC')}",
         f"- cores: {os.cpu_count()}; upstream, issuer and wrk on core {opts.load_core}, "

@@ -99,7 +99,7 @@ class GatewayApp:
                 self.runtime.decision_log.submit(ctx, generation.revision)
                 if generation.settings.logging.access_log:
                     observability.write_access_log(ctx, elapsed)
-                if tracing.enabled():
+                if tracing.recording():
                     tracing.finish_request(*_span_end(ctx))
 
     async def _serve_inner(self, outer: Exchange, scope: Scope, receive: Any, send: Any) -> None:
