@@ -151,9 +151,11 @@ def recording() -> bool:
 
 
 def request_span(method: str, scope: Scope, trusted: bool,
-                 attributes: Attributes) -> contextlib.AbstractContextManager[Any]:
+                 attributes: Attributes | Callable[[], Attributes],
+                 ) -> contextlib.AbstractContextManager[Any]:
     """The server span of one request: the caller's trace when it may continue one, else a
-    new trace. Renamed and completed with `finish_request` before it ends."""
+    new trace. Renamed and completed with `finish_request` before it ends. `attributes` may
+    be a function making them, called only when they are needed (the request is sampled)."""
     if _state is None:
         return OFF
     return _start(method, SpanKind.SERVER, attributes,
@@ -278,7 +280,7 @@ def _incoming_context(headers: RawHeaders, trusted: bool) -> Context:
     return context
 
 
-def _start(name: str, kind: SpanKind, attributes: Attributes,
+def _start(name: str, kind: SpanKind, attributes: Attributes | Callable[[], Attributes],
            remote: Context | None = None) -> contextlib.AbstractContextManager[Any]:
     """A span in the caller's `remote` context (a server span) or in the current one. Within
     a recorded trace the SDK makes it; at the root of a trace (a request, or work outside
@@ -289,19 +291,24 @@ def _start(name: str, kind: SpanKind, attributes: Attributes,
         else get_current_span(context).get_span_context()
     continued = parent.is_valid
     if remote is None and continued:
-        return _span(name, kind, attributes)
+        return _span(name, kind, _made(attributes))
     trace_id = parent.trace_id if continued else _state.new_trace_id()
     sampler = _state.sampler
     if isinstance(sampler, RatioSampler):
         recorded = sampler.decide(parent, continued, trace_id)
         trace_state: TraceState | None = parent.trace_state if continued else None
     else:
+        attributes = _made(attributes)
         decided = sampler.should_sample(context, trace_id, name, kind, attributes)
         recorded, trace_state = decided.decision.is_recording(), decided.trace_state
     if recorded:
-        return _span(name, kind, attributes, remote, None if continued else trace_id)
+        return _span(name, kind, _made(attributes), remote, None if continued else trace_id)
     flags = parent.trace_flags & TraceFlags.RANDOM_TRACE_ID if continued else _state.root_flags
     return _Unsampled(trace_id, _state.ids.generate_span_id(), flags, trace_state, context)
+
+
+def _made(attributes: Attributes | Callable[[], Attributes]) -> Attributes:
+    return attributes() if callable(attributes) else attributes
 
 
 def _unsampled_headers(unsampled: _Unsampled, baggage: bool) -> RawHeaders:
