@@ -18,7 +18,8 @@ when due, its latency counted from then; see open_loop.py) in three windows:
 Per window: each route's requests, p50, p99 and max, `aigw_event_loop_lag_seconds` (a tick
 every 0.1 s: p50, p99, largest bucket, ticks over 50 ms), refreshes done, gateway CPU. The
 goal is discovery p99 ≤ 2 times its p50 in window 3. `--profile` records the gateway with py-spy
-during window 3 and summarises what held the loop while the slowest discovery requests waited.
+during windows 2 and 3 and summarises what held the loop while the slowest discovery requests
+waited.
 
 Usage: .venv/bin/python bench/tail.py [--records N] [--refresh S] [--churn N] [--scale X]
                                       [--alone S] [--mixed S] [--refreshing S] [--profile]
@@ -36,6 +37,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,9 @@ from prom_histogram import Histogram, parse_histogram
 from run import BenchError, Service
 
 LAG_METRIC = "aigw_event_loop_lag_seconds"
+DURATION_METRIC = "aigw_request_duration_seconds"
+DISCOVERY_SURFACE = "aiendpoint"
+TICK = 0.010  # the harness's own loop-lag probe: a tick due every 10 ms
 LAG_BUDGET = 0.050
 GOAL = 2.0  # discovery p99 / p50, at most
 STREAM = "records"
@@ -106,6 +111,7 @@ class Window:
 class Scrape:
     at: float
     lag: Histogram
+    discovery: Histogram  # the gateway's own time for discovery requests
     refreshes: dict[str, float]
     cpu_s: float
 
@@ -115,7 +121,9 @@ class Figures:
     windows: list[Window] = field(default_factory=list)
     scrapes: list[Scrape] = field(default_factory=list)  # before each window, and at the end
     samples: list[list[Sample]] = field(default_factory=list)  # per window
-    stalls: list[tuple[float, float]] = field(default_factory=list)  # (s into py-spy, latency)
+    harness_lag: list[list[float]] = field(default_factory=list)  # per window, seconds
+    # the slowest discovery requests of windows 2 and 3: (s into the py-spy record, latency)
+    stalls: list[tuple[float, float]] = field(default_factory=list)
     profile: list[str] = field(default_factory=list)
     build_seconds: float = 0.0
 
@@ -132,7 +140,7 @@ def parse_args(argv: list[str] | None) -> TailOptions:
     parser.add_argument("--mixed", type=float, default=30.0, help="seconds of window 2")
     parser.add_argument("--refreshing", type=float, default=60.0, help="seconds of window 3")
     parser.add_argument("--profile", action="store_true",
-                        help="py-spy the gateway during window 3 (summary in the report)")
+                        help="py-spy the gateway during windows 2 and 3 (summary in the report)")
     parser.add_argument("--load-core", type=int, default=0,
                         help="core for the upstreams, Redis, the issuer and the traffic")
     parser.add_argument("--proxy-core", type=int, default=1, help="core for aigw")
@@ -203,7 +211,21 @@ def scrape(admin_port: int, pid: int, at: float) -> Scrape:
         if line.startswith("aigw_index_refreshes_total{"):
             labels, value = line.rsplit(" ", 1)
             refreshes[labels.split("{", 1)[1].rstrip("}")] = float(value)
-    return Scrape(at, lag, refreshes, run.cpu_seconds(pid))
+    label = f'surface="{DISCOVERY_SURFACE}"'
+    own = "\n".join(line.replace(f",{label}", "").replace(f"{{{label}}}", "")
+                    for line in text.splitlines() if label in line)
+    discovery = parse_histogram(own, DURATION_METRIC) or Histogram((), 0.0, 0.0)
+    return Scrape(at, lag, discovery, refreshes, run.cpu_seconds(pid))
+
+
+async def harness_ticks(stop: asyncio.Event, lags: list[float]) -> None:
+    """How late the harness's own loop runs a tick due every TICK s: the part of a measured
+    latency that is the load generator's (and the machine's), not the gateway's."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        due = loop.time() + TICK
+        await asyncio.sleep(TICK)
+        lags.append(max(0.0, loop.time() - due))
 
 
 async def first_read(session: aiohttp.ClientSession, base: str, token: str) -> float:
@@ -223,45 +245,53 @@ async def first_read(session: aiohttp.ClientSession, base: str, token: str) -> f
         await asyncio.sleep(1.0)
 
 
-async def churn_every(session: aiohttp.ClientSession, records_port: int, count: int,
-                      every: float, stop: asyncio.Event) -> None:
-    """Change `count` records upstream every `every` s (once the gateway's copy is due)."""
-    while not stop.is_set():
-        async with session.post(f"http://127.0.0.1:{records_port}/__churn?n={count}") as answer:
-            await answer.read()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), every)
+async def churn_every(records_port: int, count: int, every: float,
+                      stop: asyncio.Event) -> None:
+    """Change `count` records upstream every `every` s (once the gateway's copy is due); a
+    connection each time (an idle one may be closed by the upstream as it is reused)."""
+    connector = aiohttp.TCPConnector(force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        while not stop.is_set():
+            url = f"http://127.0.0.1:{records_port}/__churn?n={count}"
+            async with session.post(url) as answer:
+                await answer.read()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
 
 
 async def drive(opts: TailOptions, setup: pipelines.Setup, port: int, admin_port: int,
                 records_port: int, pid: int, profiler: Profiler | None) -> Figures:
     loop, base = asyncio.get_running_loop(), f"http://127.0.0.1:{port}"
     figures = Figures(windows=windows(opts))
+    profiling, profiled_from = False, 0.0
     jwt = {"Authorization": f"Bearer {setup.issuer.token}"}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         figures.build_seconds = await first_read(session, base, setup.issuer.token)
         for window in figures.windows:
             figures.scrapes.append(await asyncio.to_thread(scrape, admin_port, pid, loop.time()))
-            stop, samples = asyncio.Event(), []
+            stop, samples, ticks = asyncio.Event(), [], []
             tasks = [asyncio.create_task(steady(session, base, probe, rate, jwt if with_jwt
                                                 else {}, stop, samples))
                      for probe, rate, with_jwt in window.probes]
+            tasks.append(asyncio.create_task(harness_ticks(stop, ticks)))
             if window.churn:
                 tasks.append(asyncio.create_task(
-                    churn_every(session, records_port, opts.churn, opts.refresh, stop)))
-                if profiler is not None:
-                    profiler.start()
-                    profiled_from = loop.time()
+                    churn_every(records_port, opts.churn, opts.refresh, stop)))
+            if profiler is not None and len(window.probes) > 1 and not profiling:
+                profiler.start()
+                profiling, profiled_from = True, loop.time()
             await asyncio.sleep(window.seconds)
             stop.set()
             await asyncio.gather(*tasks)
-            if window.churn and profiler is not None:
-                await asyncio.to_thread(profiler.stop)
-                slow = sorted((s for s in samples if s.probe == DISCOVERY.name),
-                              key=lambda s: -s.latency)[:STALLS]
-                figures.stalls = sorted((s.due - profiled_from, s.latency) for s in slow)
             figures.samples.append(samples)
+            figures.harness_lag.append(ticks)
         figures.scrapes.append(await asyncio.to_thread(scrape, admin_port, pid, loop.time()))
+    if profiling and profiler is not None:
+        await asyncio.to_thread(profiler.stop)
+        mixed = [s for samples in figures.samples[1:] for s in samples
+                 if s.probe == DISCOVERY.name]
+        slow = sorted(mixed, key=lambda s: -s.latency)[:STALLS]
+        figures.stalls = sorted((s.due - profiled_from, s.latency) for s in slow)
     return figures
 
 
@@ -276,9 +306,11 @@ def route_rows(figures: Figures) -> list[str]:
             got = [s.latency for s in samples if s.probe == probe.name]
             if not got:
                 continue
-            bad = sum(1 for s in samples if s.probe == probe.name and s.status != 200)
+            bad = Counter(s.status for s in samples if s.probe == probe.name and s.status != 200)
             p50, p99 = percentile(got, 0.5), percentile(got, 0.99)
-            lines.append(f"| {window.name} | {probe.name} | {rate:g}/s | {len(got)} | {bad} | "
+            shown = ", ".join(f"{n} ({status or 'no answer'})" for status, n in bad.items())
+            lines.append(f"| {window.name} | {probe.name} | {rate:g}/s | {len(got)} | "
+                         f"{shown or 0} | "
                          f"{index_lag.fmt_ms(p50)} | {index_lag.fmt_ms(p99)} | "
                          f"{index_lag.fmt_ms(max(got))} | {p99 / p50:.2f} |")
     return lines
@@ -299,6 +331,22 @@ def lag_rows(figures: Figures) -> list[str]:
                      f"{index_lag.fmt_ms(lag.quantile(0.99))} | {index_lag.fmt_bound(low)} to "
                      f"{index_lag.fmt_bound(high)} | {lag.above(LAG_BUDGET):.0f} | {done:.0f} | "
                      f"{end.cpu_s - start.cpu_s:.1f} s |")
+    return lines
+
+
+def inside_rows(figures: Figures) -> list[str]:
+    """The gateway's own time for discovery (its histogram) and the harness's loop lag."""
+    lines = ["| window | discovery in the gateway: p50 | p99 | over 2.5 ms | harness loop lag: "
+             "p50 | p99 | max |", "|---|---|---|---|---|---|---|"]
+    for i, window in enumerate(figures.windows):
+        own = figures.scrapes[i + 1].discovery.minus(figures.scrapes[i].discovery)
+        ticks = figures.harness_lag[i] or [0.0]
+        over = own.above(0.0025) / own.total if own.total else 0.0
+        lines.append(f"| {window.name} | {index_lag.fmt_ms(own.quantile(0.5))} | "
+                     f"{index_lag.fmt_ms(own.quantile(0.99))} | {over:.1%} | "
+                     f"{index_lag.fmt_ms(percentile(ticks, 0.5))} | "
+                     f"{index_lag.fmt_ms(percentile(ticks, 0.99))} | "
+                     f"{index_lag.fmt_ms(max(ticks))} |")
     return lines
 
 
@@ -335,10 +383,17 @@ def report(figures: Figures, opts: TailOptions, started: dt.datetime) -> str:
         "",
         *lag_rows(figures),
         "",
+        f"Where a discovery request's time went: in the gateway (`{DURATION_METRIC}`, "
+        f"surface {DISCOVERY_SURFACE}, from the start of its handling to the end of its "
+        f"response; buckets 1, 2.5, 5, 10 ms) and in the load generator (its own loop lag, "
+        f"a tick every {TICK * 1000:g} ms, on core {opts.load_core} with the upstreams):",
+        "",
+        *inside_rows(figures),
+        "",
         verdict(figures)[0],
     ]
     if figures.profile:
-        lines += ["", "## What held the loop in window 3 (py-spy)", "", *figures.profile]
+        lines += ["", "## What held the loop in windows 2 and 3 (py-spy)", "", *figures.profile]
     return "\n".join(lines) + "\n"
 
 
