@@ -51,6 +51,7 @@ OFF: contextlib.nullcontext[None] = contextlib.nullcontext()
 _TRACE_CONTEXT = TraceContextTextMapPropagator()
 _BAGGAGE = W3CBaggagePropagator()
 _NO_CONTEXT = Context()
+_ID_LIMIT = TraceIdRatioBased.TRACE_ID_LIMIT  # the bits of a trace id a ratio decides on
 
 
 class TraceIds(RandomIdGenerator):
@@ -78,15 +79,15 @@ class RatioSampler(ParentBased):
     decision the facade takes without building the SDK's sampling result (about 1 µs)."""
 
     def __init__(self, ratio: float) -> None:
-        self._ratio = TraceIdRatioBased(ratio)
-        super().__init__(self._ratio)
+        self.bound = TraceIdRatioBased(ratio).bound
+        super().__init__(TraceIdRatioBased(ratio))
 
     def decide(self, parent: SpanContext, continued: bool, trace_id: int) -> bool:
         """What `should_sample` decides: the sampled flag of the parent a trace continues
         (ParentBased's default delegates), else whether the trace id is under the bound."""
         if continued:
             return parent.trace_flags.sampled
-        return trace_id & TraceIdRatioBased.TRACE_ID_LIMIT < self._ratio.bound
+        return trace_id & _ID_LIMIT < self.bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,7 @@ class _State:
     ids: IdGenerator
     new_trace_id: Callable[[], int]
     root_flags: int  # of a new trace: random-trace-id when the ids are random (W3C level 2)
+    bound: int | None  # a RatioSampler's: a new trace is sampled when its id is under it
     accept: Literal["trusted", "all", "none"]
     baggage: bool
 
@@ -138,7 +140,8 @@ def install(tracer: Tracer | None, accept: Literal["trusted", "all", "none"] = "
         raise TypeError("tracing needs an OpenTelemetry SDK tracer")
     new_trace_id = ids.random_trace_id if isinstance(ids, TraceIds) else ids.generate_trace_id
     root_flags = TraceFlags.RANDOM_TRACE_ID if ids.is_trace_id_random() else 0
-    _state = _State(tracer, sampler, ids, new_trace_id, root_flags, accept, baggage)
+    bound = sampler.bound if isinstance(sampler, RatioSampler) else None
+    _state = _State(tracer, sampler, ids, new_trace_id, root_flags, bound, accept, baggage)
 
 
 def enabled() -> bool:
@@ -158,13 +161,15 @@ def request_span(method: str, scope: Scope, trusted: bool,
     be a function making them, called only when they are needed (the request is sampled)."""
     if _state is None:
         return OFF
-    return _start(method, SpanKind.SERVER, attributes,
-                  _incoming_context(scope["headers"], trusted))
+    remote = _incoming_context(scope["headers"], trusted)
+    if remote is _NO_CONTEXT and _state.bound is not None:
+        return _new_trace(_state, method, attributes)
+    return _start(method, SpanKind.SERVER, attributes, remote)
 
 
 def finish_request(name: str, attributes: Attributes, server_error: bool) -> None:
     """Name the current server span after its route and set what is known only at the end."""
-    if not recording():
+    if _state is None or _unsampled.get() is not None:
         return
     current = get_current_span()
     current.update_name(name)
@@ -176,7 +181,7 @@ def finish_request(name: str, attributes: Attributes, server_error: bool) -> Non
 def span(name: str, attributes: Attributes | None = None) -> contextlib.AbstractContextManager[Any]:
     """A child span (a pipeline stage) of the current span; a shared no-op while off or
     while the trace is unsampled."""
-    if not recording():
+    if _state is None or _unsampled.get() is not None:
         return OFF
     return _start(name, SpanKind.INTERNAL, attributes or {})
 
@@ -184,7 +189,7 @@ def span(name: str, attributes: Attributes | None = None) -> contextlib.Abstract
 def upstream_span(method: str, url: str, upstream: str) -> contextlib.AbstractContextManager[Any]:
     """The client span of one upstream call (`url` without its query, which may carry a search
     text or a credential); end it with `upstream_status` once the status is known."""
-    if not recording():
+    if _state is None or _unsampled.get() is not None:
         return OFF
     parts = urlsplit(url)
     attributes: dict[str, Any] = {
@@ -198,7 +203,7 @@ def upstream_span(method: str, url: str, upstream: str) -> contextlib.AbstractCo
 
 def upstream_status(status: int) -> None:
     """Record the upstream's status on the current client span; 4xx and 5xx mark it failed."""
-    if not recording():
+    if _state is None or _unsampled.get() is not None:
         return
     current = get_current_span()
     current.set_attribute("http.response.status_code", status)
@@ -209,7 +214,7 @@ def upstream_status(status: int) -> None:
 
 def annotate(attributes: Attributes) -> None:
     """Add attributes to the current span (a stage's outcome, a cache hit, a rule name)."""
-    if not recording():
+    if _state is None or _unsampled.get() is not None:
         return
     get_current_span().set_attributes(attributes)
 
@@ -251,7 +256,7 @@ def current_ids() -> tuple[str, str] | None:
 
 def exemplar() -> dict[str, str] | None:
     """Labels linking a metric observation to the current trace, when that trace is sampled."""
-    if not recording():
+    if _state is None or _unsampled.get() is not None:
         return None
     context = get_current_span().get_span_context()
     if not (context.is_valid and context.trace_flags.sampled):
@@ -305,6 +310,18 @@ def _start(name: str, kind: SpanKind, attributes: Attributes | Callable[[], Attr
         return _span(name, kind, _made(attributes), remote, None if continued else trace_id)
     flags = parent.trace_flags & TraceFlags.RANDOM_TRACE_ID if continued else _state.root_flags
     return _Unsampled(trace_id, _state.ids.generate_span_id(), flags, trace_state, context)
+
+
+def _new_trace(state: _State, name: str, attributes: Attributes | Callable[[], Attributes],
+               ) -> contextlib.AbstractContextManager[Any]:
+    """A request that starts a trace, sampled by the config's ratio: `_start`'s decision for
+    it in a few steps (the common case: every request of a caller sending no context)."""
+    assert state.bound is not None
+    trace_id = state.new_trace_id()
+    if trace_id & _ID_LIMIT < state.bound:
+        return _span(name, SpanKind.SERVER, _made(attributes), _NO_CONTEXT, trace_id)
+    return _Unsampled(trace_id, state.ids.generate_span_id(), state.root_flags, None,
+                      _NO_CONTEXT)
 
 
 def _made(attributes: Attributes | Callable[[], Attributes]) -> Attributes:
