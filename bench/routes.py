@@ -7,7 +7,8 @@ and `jwt+ratelimit-redis` (the jwt scenario plus a `rate_limits` section that is
 and with --with-tracing (default) `open+tracing`, `open+tracing-10%` and `open+tracing-0%`
 (open with every request, one in ten, or none sampled: tracing on, spans exported over OTLP/HTTP
 to the bench upstream, which answers the exports 200 like a collector; the 0% scenario is
-the cost of tracing to a request the sampler leaves out).
+the cost of tracing to a request the sampler leaves out), and with both
+`jwt+ratelimit-redis+tracing-0%`.
 The proxy runs alone on the proxy core (1); the upstream, the issuer and wrk on the load core (0).
 
 Usage: .venv/bin/python bench/routes.py [--quick] [--duration S] [--connections N]
@@ -44,7 +45,8 @@ ISSUER_CONFIG = "issuer.yaml"  # in the run's temporary directory, next to the i
 RATELIMIT_HEADERS = ("RateLimit-Remaining", "RateLimit")
 GOALS = (("jwt", "open", 0.80), ("jwt+ratelimit-redis", "jwt+ratelimit-memory", 0.70))
 # CPU per request, at most: an unsampled request costs < 5 % over tracing off (issue 24).
-CPU_GOALS = (("open+tracing-0%", "open", 1.05),)
+CPU_GOALS = (("open+tracing-0%", "open", 1.05),
+             ("jwt+ratelimit-redis+tracing-0%", "jwt+ratelimit-redis", 1.05))
 
 
 @dataclass
@@ -122,6 +124,9 @@ def scenarios(opts: RouteOptions) -> list[Scenario]:
     if opts.with_ratelimit:
         found.append(Scenario("jwt+ratelimit-memory", auth=True, storage="memory://"))
         found.append(Scenario("jwt+ratelimit-redis", auth=True, storage=REDIS))
+        if opts.with_tracing:
+            found.append(Scenario("jwt+ratelimit-redis+tracing-0%", auth=True, storage=REDIS,
+                                  tracing=0.0))
     if opts.only:
         unknown = set(opts.only) - {s.name for s in found}
         if unknown:
@@ -179,11 +184,10 @@ def tracing_yaml(collector_port: int, ratio: float) -> str:
 
 
 def scenario_yaml(scenario: Scenario, issuer: Issuer, port: int, upstream_port: int) -> str:
-    if scenario.tracing is not None:
-        return tracing_yaml(upstream_port, scenario.tracing)
+    text = "" if scenario.tracing is None else tracing_yaml(upstream_port, scenario.tracing)
     if not scenario.auth:
-        return ""
-    text = auth_yaml(issuer.url, issuer.port, f"http://127.0.0.1:{port}")
+        return text
+    text += auth_yaml(issuer.url, issuer.port, f"http://127.0.0.1:{port}")
     return text + (ratelimit_yaml(scenario.storage) if scenario.storage else "")
 
 
