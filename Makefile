@@ -89,9 +89,10 @@ bench-deps:
 	@command -v wrk >/dev/null && command -v nginx >/dev/null || \
 	  { apt-get update && apt-get install -y nginx-light wrk; }
 
-# Every spec pipeline beside passthrough and nginx: one table, saved to bench/results/.
+# Every spec pipeline beside bare and authenticated passthrough and nginx, tracing on (unsampled
+# and 1 in 10) and 2 workers, with issue 24's targets: one report, saved to bench/results/.
 bench: install bench-deps redis
-	$(BIN)/python bench/pipelines.py --rounds 3
+	$(BIN)/python bench/pipelines.py --rounds 3 --tracing --scale-workers 2
 
 # Passthrough only: upstream direct, nginx, aigw per transport and worker count.
 bench-passthrough: install bench-deps
