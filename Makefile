@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install test lint docs demo bench bench-passthrough bench-routes bench-index bench-deps \
-	profile soak redis schema fuzz clean chromium policy-check json-server datasette
+.PHONY: install test lint docs demo bench bench-passthrough bench-routes bench-index bench-tail \
+	bench-deps profile soak redis schema fuzz clean chromium policy-check json-server datasette
 
 # docker/install.sh is also the image's install step (Dockerfile), so the tests run what ships.
 $(INSTALLED): pyproject.toml docker/install.sh
@@ -95,9 +95,10 @@ bench-deps:
 	@command -v wrk >/dev/null && command -v nginx >/dev/null || \
 	  { apt-get update && apt-get install -y nginx-light wrk; }
 
-# Every spec pipeline beside passthrough and nginx: one table, saved to bench/results/.
+# Every spec pipeline beside bare and authenticated passthrough and nginx, tracing on (unsampled
+# and 1 in 10) and 2 workers, with issue 24's targets: one report, saved to bench/results/.
 bench: install bench-deps redis
-	$(BIN)/python bench/pipelines.py --rounds 3
+	$(BIN)/python bench/pipelines.py --rounds 3 --tracing --scale-workers 2
 
 # Passthrough only: upstream direct, nginx, aigw per transport and worker count.
 bench-passthrough: install bench-deps
@@ -108,6 +109,12 @@ bench-passthrough: install bench-deps
 # options (--records N, --rate R, --profile: py-spy of the loop during the build).
 bench-index: install
 	$(BIN)/python bench/index_lag.py $(INDEX_ARGS)
+
+# Tail latency under mixed load (issue 24): the discovery document's p50/p99 alone, under AIDRE,
+# PDPP and AIP traffic, and while a PDPP index refreshes, with the event-loop lag of each window.
+# TAIL_ARGS adds options (--records N, --refresh S, --churn N, --scale X, --profile).
+bench-tail: install redis
+	$(BIN)/python bench/tail.py $(TAIL_ARGS)
 
 # A py-spy flame graph of passthrough under load, into bench/results/.
 profile: install bench-deps

@@ -1,5 +1,5 @@
-"""Bench upstream for `index_lag.py`: a JSON API of N help-centre-like records (~1 KB each),
-answered from memory.
+"""Bench upstream for `index_lag.py` and `tail.py`: a JSON API of N help-centre-like records
+(~1 KB each), answered from memory.
 
 Records are built once at start from the demo corpus (gateway/demo/data.py), deterministic for
 a given count and seed, and each is encoded once; a page is its records' bytes joined, kept
@@ -10,6 +10,9 @@ after its first request, so the gateway's reads cost the upstream next to nothin
   GET /records/{id}                       one record (404 when there is none)
   GET /health                             200 once the records are built
   GET /__stats                            {"records": N, "requests": {kind: count}}
+  POST /__churn?n=K                       K records (the next K, round robin) change: a new
+                                          `updated_at` and a new last sentence (a refresh
+                                          has K records to index again)
 
 Run: AIGW_BENCH_RECORDS=60000 uvicorn records_upstream:app --app-dir bench ...
 """
@@ -76,6 +79,7 @@ BY_ID = {record["id"]: encoded for record, encoded in zip(RECORDS, ENCODED, stri
 TEXTS = [f"{record['title']}\n{record['body']}".lower() for record in RECORDS]
 _pages: dict[bytes, bytes] = {}
 _requests: Counter[str] = Counter()
+_churned = [0]  # records changed so far (the next to change is this modulo the count)
 
 
 def _int(values: dict[str, list[str]], name: str, default: int) -> int:
@@ -101,6 +105,21 @@ def listing(query: bytes) -> bytes:
     return page
 
 
+def churn(count: int) -> None:
+    """Change `count` records, the next ones round robin: a later `updated_at` and another
+    closing sentence; the pages made so far are dropped."""
+    rng = random.Random(f"churn:{_churned[0]}")
+    for _ in range(min(count, len(RECORDS))):
+        position = _churned[0] % len(RECORDS)
+        _churned[0] += 1
+        record = RECORDS[position]
+        record["body"] = f"{record['body'].rsplit('. ', 1)[0]}. {rng.choice(CLOSINGS)}"
+        record["updated_at"] = iso(EPOCH + timedelta(days=3650, minutes=_churned[0]))
+        ENCODED[position] = BY_ID[record["id"]] = orjson.dumps(record)
+        TEXTS[position] = f"{record['title']}\n{record['body']}".lower()
+    _pages.clear()
+
+
 def answer(path: str, query: bytes) -> tuple[int, bytes]:
     if path == "/records":
         _requests["search" if b"q=" in query else "page"] += 1
@@ -113,6 +132,9 @@ def answer(path: str, query: bytes) -> tuple[int, bytes]:
         return 200, b'{"status": "ok"}'
     if path == "/__stats":
         return 200, orjson.dumps({"records": len(RECORDS), "requests": _requests})
+    if path == "/__churn":
+        churn(_int(parse_qs(query.decode("latin-1")), "n", 0))
+        return 200, orjson.dumps({"changed": _churned[0]})
     return 404, b'{"error": "not found"}'
 
 

@@ -385,7 +385,32 @@ def start_aigw(
     if workers > 1:
         cmd += ["--workers", str(workers)]
     ready_url = f"http://127.0.0.1:{admin_port}/readyz"
-    return spawn_ready(name, cmd, core, workdir, ready_url)
+    service = spawn_ready(name, cmd, core, workdir, ready_url)
+    if workers > 1:
+        try:
+            wait_workers(admin_port, workers)
+        except BaseException:
+            stop(service)
+            raise
+    return service
+
+
+def wait_workers(admin_port: int, workers: int, timeout: float = 120.0) -> None:
+    """Until every worker's event loop runs: the supervisor answers /readyz before its workers
+    have built their runtime, and a request they accept meanwhile waits for it. Each worker's
+    lag probe ticks 10 times a second, and /metrics sums them."""
+    def ticks() -> float:
+        _, body = http_get(f"http://127.0.0.1:{admin_port}/metrics", timeout=10)
+        found = re.search(r"^aigw_event_loop_lag_seconds_count (\S+)$", body.decode(), re.M)
+        return float(found.group(1)) if found else 0.0
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = ticks()
+        time.sleep(1.0)
+        if ticks() - before >= 8 * workers:
+            return
+    raise BenchError(f"{workers} workers did not all run within {timeout:.0f} s")
 
 
 # --------------------------------------------------------------------------- wrk

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -99,7 +100,7 @@ class GatewayApp:
                 self.runtime.decision_log.submit(ctx, generation.revision)
                 if generation.settings.logging.access_log:
                     observability.write_access_log(ctx, elapsed)
-                if tracing.enabled():
+                if tracing.recording():
                     tracing.finish_request(*_span_end(ctx))
 
     async def _serve_inner(self, outer: Exchange, scope: Scope, receive: Any, send: Any) -> None:
@@ -216,10 +217,10 @@ def _inner_id(outer: Exchange) -> str:
 def _request_span(ctx: RequestContext, scope: Scope, trusted: bool,
                   outer: Exchange | None) -> Any:
     """The request's span: a server span, or for an inner request a child of its outer one."""
-    attributes = _span_start(ctx, scope)
-    if outer is None:
-        return tracing.request_span(ctx.method, scope, trusted, attributes)
-    return tracing.span(ctx.method, {**attributes, "aigw.parent_request_id": outer.request_id})
+    if outer is None:  # its attributes are made only when the request is sampled
+        return tracing.request_span(ctx.method, scope, trusted, partial(_span_start, ctx, scope))
+    return tracing.span(ctx.method, {**_span_start(ctx, scope),
+                                     "aigw.parent_request_id": outer.request_id})
 
 
 def _span_start(ctx: RequestContext, scope: Scope) -> dict[str, Any]:

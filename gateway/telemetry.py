@@ -18,7 +18,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.sdk.trace.sampling import ParentBased
 
 from gateway import tracing
 from gateway.observability import TRACE_EXPORTS, TRACE_SPANS_DROPPED
@@ -46,7 +46,7 @@ def start(settings: Tracing) -> TracerProvider | None:
     if not wanted(settings):
         tracing.install(None)
         return None
-    provider = TracerProvider(resource=_resource(settings), sampler=_sampler(settings))
+    provider = provider_for(settings)
     exporter = OTLPSpanExporter(endpoint=settings.endpoint, headers=settings.headers or None,
                                 timeout=settings.timeout)
     batch_size = settings.max_export_batch_size
@@ -59,10 +59,22 @@ def start(settings: Tracing) -> TracerProvider | None:
         else settings.schedule_delay * 1000,
     )
     provider.add_span_processor(DropCounter(batch))
-    tracing.install(provider.get_tracer("aigw", _version()), settings.accept_context,
-                    settings.baggage)
+    install_tracer(provider, settings)
     log.info("tracing on")
     return provider
+
+
+def provider_for(settings: Tracing) -> TracerProvider:
+    """A tracer provider with the configured sampler and the facade's id generator (without
+    a span processor)."""
+    return TracerProvider(resource=_resource(settings), sampler=_sampler(settings),
+                          id_generator=tracing.TraceIds())
+
+
+def install_tracer(provider: TracerProvider, settings: Tracing) -> None:
+    """Point the facade at `provider`, whose sampler it asks before making any span."""
+    tracing.install(provider.get_tracer("aigw", _version()), settings.accept_context,
+                    settings.baggage)
 
 
 def stop(provider: TracerProvider | None) -> None:
@@ -125,7 +137,7 @@ def _sampler(settings: Tracing) -> ParentBased | None:
     if settings.sample_ratio is None and os.environ.get("OTEL_TRACES_SAMPLER"):
         return None  # the SDK reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG
     ratio = 1.0 if settings.sample_ratio is None else settings.sample_ratio
-    return ParentBased(TraceIdRatioBased(ratio))
+    return tracing.RatioSampler(ratio)
 
 
 def _resource(settings: Tracing) -> Resource:

@@ -121,6 +121,30 @@ def test_an_untrusted_caller_starts_a_new_trace_and_its_baggage_is_dropped(
     assert received(response, "tracestate") == [] and received(response, "baggage") == []
 
 
+def test_an_unsampled_request_exports_nothing_and_a_trusted_sampled_caller_still_traces(
+        echo: str, receiver: Receiver, gateway_factory):
+    gateway = gateway_factory(passthrough_config(echo, receiver.url, trusted=True,
+                                                 sample_ratio=0))
+    unsampled = httpx.get(gateway.url + "/echo/quiet", headers={"x-api-key": API_KEY})
+    assert unsampled.status_code == 200
+    [traceparent] = received(unsampled, "traceparent")
+    version, trace_id, span_id, flags = traceparent.split("-")
+    assert (version, flags) == ("00", "02") and HEX32.fullmatch(trace_id)
+    record = access_line(gateway, unsampled.headers["x-request-id"])
+    assert (record["trace_id"], record["span_id"]) == (trace_id, span_id)
+
+    # Parent-based: a trusted caller's sampled flag is followed whatever the ratio.
+    sampled = httpx.get(gateway.url + "/echo/loud", headers={
+        "x-api-key": API_KEY, "traceparent": TRACEPARENT})
+    spans = receiver.trace(sampled.headers["x-request-id"])
+    server = by_name(spans, "GET", "server")
+    assert server.trace_id == CALLER_TRACE and server.parent_id == CALLER_SPAN
+    assert {span.name for span in children(spans, server)} == \
+        {"aigw.authenticate", "aigw.rate_limit", "GET"}
+    # Spans are exported in the order they end: the unsampled request's would have come first.
+    assert not [span for span in receiver.spans if span.trace_id == trace_id]
+
+
 def test_a_denied_request_is_traced_with_its_reason_and_no_upstream_call(
         echo: str, receiver: Receiver, gateway_factory):
     gateway = gateway_factory(passthrough_config(echo, receiver.url))
