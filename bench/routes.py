@@ -13,6 +13,7 @@ The proxy runs alone on the proxy core (1); the upstream, the issuer and wrk on 
 
 Usage: .venv/bin/python bench/routes.py [--quick] [--duration S] [--connections N]
                                         [--no-with-ratelimit] [--no-with-tracing]
+                                        [--scenarios open,open+tracing-0%]
 """
 
 from __future__ import annotations
