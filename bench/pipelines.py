@@ -432,8 +432,8 @@ def table(results: list[Result], setup_routes: list[Route]) -> list[str]:
     by = {r.target: r for r in results}
     auth = by.get(PASSTHROUGH.name)
     lines = ["| route | legacy calls | rps | p50 | p99 | CPU/request | vs nginx (same legacy "
-             "call) | rps vs authenticated passthrough | goal | met |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "call) | CPU vs authenticated passthrough | rps vs authenticated passthrough | goal "
+             "| met |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     names = [route.name for route in setup_routes]
     if BARE in by:
         names.insert(names.index(PASSTHROUGH.name) + 1 if PASSTHROUGH.name in names else 0, BARE)
@@ -442,13 +442,14 @@ def table(results: list[Result], setup_routes: list[Route]) -> list[str]:
         if r is None:
             continue
         if r.rps is None:
-            lines.append(f"| {name} | - | - | - | - | - | - | - | - | {r.note} |")
+            lines.append(f"| {name} | - | - | - | - | - | - | - | - | - | {r.note} |")
             continue
         nginx = by.get(f"nginx:{name}") or by.get(f"nginx:{PASSTHROUGH.name}" if name == BARE
                                                    else "")
         calls = r.note or ("1" if name == BARE else "0")
         cells = [name, calls, f"{r.rps:,.0f}", run.fmt_ms(r.p50_ms), run.fmt_ms(r.p99_ms),
                  run.fmt_us(r.cpu_us), run.fmt_ratio(r.rps, nginx.rps if nginx else None),
+                 run.fmt_ratio(r.cpu_us, auth.cpu_us if auth else None),
                  *goal_cells(r, route, auth)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| nginx row (legacy call) | rps | p50 | p99 | CPU/request |",
@@ -521,7 +522,7 @@ def targets_table(results: list[Result], setup_routes: list[Route],
             lines.append(_target("5. workers", f"rps, {variant.workers} workers (cores "
                                  f"{variant.cores}) / 1 worker (core {opts.proxy_core})",
                                  _ratio(rps.get(variant.name), auth and auth.rps),
-                                 "scales with cores (see below)", None))
+                                 "scales with cores (bench/README.md, Workers)", None))
     lines.append("| 4. tail latency | discovery p99 / p50 under mixed load | `make bench-tail` "
                  "| ≤ 2 | - |")
     return lines

@@ -3,12 +3,15 @@ profile of each route under load.
 
 `pipelines.py` measures one aigw; this harness measures the routes it names on `--aigw` and on
 `--baseline` (an older checkout: any executable that runs `aigw run`, e.g. a shell script setting
-PYTHONPATH) in alternating rounds, so machine noise hits both alike, and prints CPU µs/request
-and the rps ratio to that aigw's own passthrough. With `--profile`, py-spy samples the first
-executable during each named route and the hottest functions (self and inclusive) are printed.
+PYTHONPATH), both running at once and each route measured on one then the other, back to back,
+so machine noise hits both alike. It prints medians over the rounds of CPU µs/request and of
+the ratios to that aigw's own passthrough: by rps, and by CPU (what rps would be for a CPU-bound
+aigw; steadier when other work shares the machine). With `--profile`, py-spy samples the first
+executable during each named route and the hottest functions (self and inclusive) are printed;
+`--alone` leaves passthrough out (for a profiler wrapped around `--aigw`).
 
 Usage: .venv/bin/python bench/route_ab.py [--quick] [--rounds N] [--baseline EXE]
-       [--only 'AIDRE text,PDPP records'] [--profile] [--top N]
+       [--only 'AIDRE text,PDPP records'] [--profile] [--top N] [--alone]
 """
 
 from __future__ import annotations

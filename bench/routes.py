@@ -17,6 +17,7 @@ and total samples, and the collapsed stacks go to bench/results/profile-routes-<
 
 Usage: .venv/bin/python bench/routes.py [--quick] [--duration S] [--connections N]
                                         [--no-with-ratelimit] [--no-with-tracing] [--profile]
+                                        [--scenarios open,open+tracing-0%]
 """
 
 from __future__ import annotations

@@ -95,6 +95,9 @@ class HitMapping:
     fields: dict[str, Expression]
     metadata: dict[str, Expression]
     next: Expression | None = None
+    # The names among `fields` and `metadata` whose values must be strings (found once).
+    string_fields: tuple[str, ...] = ()
+    string_metadata: tuple[str, ...] = ()
 
     def hits(self, document: Any) -> list[Hit]:
         """Every item of an upstream document as a Hit; items without an id are skipped."""
@@ -139,11 +142,11 @@ class HitMapping:
             raise UpstreamValueError("vector", "a list of numbers")
         return Hit(
             id=str(identifier),
-            fields=_group(self.fields, item, "fields", STRING_FIELDS),
+            fields=_group(self.fields, item, "fields", self.string_fields),
             text=_string(_search(self.text, item), "text"),
             score=float(score) if score is not None else None,
             vector=vector,
-            metadata=_group(self.metadata, item, "metadata", STRING_METADATA),
+            metadata=_group(self.metadata, item, "metadata", self.string_metadata),
         )
 
 
@@ -154,15 +157,19 @@ def compile_mapping(spec: dict[str, Any], where: str = "mapping") -> HitMapping:
     unknown = set(spec) - {*_SLOTS, "fields", "metadata"}
     if unknown:
         raise MappingError(f"{where}.{sorted(unknown)[0]}", "unknown mapping key")
+    fields = _compile_group(spec.get("fields") or {}, f"{where}.fields")
+    metadata = _compile_group(spec.get("metadata") or {}, f"{where}.metadata")
     return HitMapping(
         items=_optional(spec, "items", where),
         id=_compile(spec["id"], f"{where}.id"),  # required: an empty one is refused, not skipped
         text=_optional(spec, "text", where),
         score=_optional(spec, "score", where),
         vector=_optional(spec, "vector", where),
-        fields=_compile_group(spec.get("fields") or {}, f"{where}.fields"),
-        metadata=_compile_group(spec.get("metadata") or {}, f"{where}.metadata"),
+        fields=fields,
+        metadata=metadata,
         next=_optional(spec, "next", where),
+        string_fields=tuple(sorted(STRING_FIELDS & fields.keys())),
+        string_metadata=tuple(sorted(STRING_METADATA & metadata.keys())),
     )
 
 
@@ -190,10 +197,11 @@ def _search(expression: Expression | None, item: Any) -> Any:
 
 
 def _group(expressions: dict[str, Expression], item: Any, where: str,
-           strings: frozenset[str]) -> dict[str, Any]:
+           strings: tuple[str, ...]) -> dict[str, Any]:
     values = {name: expr.search(item) for name, expr in expressions.items()}
-    for name in strings & values.keys():
-        _string(values[name], f"{where}.{name}")
+    for name in strings:
+        if values[name] is not None and not isinstance(values[name], str):
+            raise UpstreamValueError(f"{where}.{name}", "a string")
     return values
 
 

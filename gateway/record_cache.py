@@ -34,8 +34,12 @@ class RecordCacheSettings(Strict):
         60, description="Seconds what was learnt of a record is used at most, while the search "
         "hit's updated_at / content_hash still equal the record's; 0: nothing is remembered "
         "(every record is read again).")
-    max_entries: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
-    max_bytes: Annotated[int, Field(ge=65_536, le=1 << 30)] = 4 * 1024 * 1024
+    max_entries: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        10_000, description="Records remembered at most, per collection or source and process; "
+        "the least recently used goes first.")
+    max_bytes: Annotated[int, Field(ge=65_536, le=1 << 30)] = Field(
+        4 * 1024 * 1024, description="Bytes of remembered values at most, per collection or "
+        "source and process (an estimate of their size).")
 
 
 class RecordCache(Generic[V]):

@@ -7,6 +7,7 @@ the same request headers, identity and trace."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -118,10 +119,7 @@ class UpstreamCalls:
 
     def caller_key(self, ctx: RequestContext) -> bytes:
         """A digest of the caller's identity headers (`Stages.caller_key`)."""
-        digest = hashlib.sha256()
-        for name, value in self._identity(ctx):
-            digest.update(b"%d:%s%d:%s" % (len(name), name, len(value), value))
-        return digest.digest()
+        return _identity_digest(tuple(self._identity(ctx)))
 
     def _call(self, operation: Operation[K], values: K) -> UpstreamCall:
         return operation.call(self.targets[operation.settings.upstream], values)
@@ -134,6 +132,15 @@ class UpstreamCalls:
         if made is None or made[0] is not ctx.principal:
             made = ctx.upstream_identity = (ctx.principal, self.identity.headers(ctx.principal))
         return made[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _identity_digest(headers: tuple[tuple[bytes, bytes], ...]) -> bytes:
+    """The digest of a caller's identity headers (remembered: one caller asks many times)."""
+    digest = hashlib.sha256()
+    for name, value in headers:
+        digest.update(b"%d:%s%d:%s" % (len(name), name, len(value), value))
+    return digest.digest()
 
 
 def map_hits(call: UpstreamCall, document: Any, ctx: RequestContext) -> list[Hit]:

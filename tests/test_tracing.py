@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,12 +57,18 @@ def received(response: httpx.Response, name: str) -> list[str]:
     return [value for key, value in response.json()["headers"] if key == name]
 
 
-def access_line(gateway: Gateway, request_id: str) -> dict:
-    for line in gateway.process.stdout().splitlines():
-        record = json.loads(line)
-        if record.get("request_id") == request_id:
-            return record
-    raise AssertionError(f"no access-log line for {request_id}")
+def access_line(gateway: Gateway, request_id: str, timeout: float = 5.0) -> dict:
+    """The request's access-log line: written once its response is sent, so a client may
+    read the answer before the line is there (a busy machine); it is waited for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for line in gateway.process.stdout().splitlines():
+            record = json.loads(line)
+            if record.get("request_id") == request_id:
+                return record
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no access-log line for {request_id}")
+        time.sleep(0.05)
 
 
 def every_value(spans: list[Span]) -> str:
