@@ -71,10 +71,10 @@ async def test_a_new_copy_of_the_stream_is_searched_anew(tmp_path):
 def test_a_page_of_records_is_remembered_per_grant_shape_and_position():
     from datetime import UTC, datetime
 
-    from gateway.surfaces.pdpp.handlers import _page_key
+    from gateway.surfaces.pdpp.keys import page_key
 
     def key(access: Access, position: list | None = None, serial: int = 1) -> object:
-        return _page_key(serial, access, "id", "asc", position, [], 10, None)
+        return page_key(serial, access, "id", "asc", position, [], 10, None)
 
     shapes = [WHOLE, TITLES, ONLY_B,
               Access(STREAM, WHOLE.fields, "id", datetime(2026, 1, 1, tzinfo=UTC)),

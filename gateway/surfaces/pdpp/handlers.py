@@ -8,9 +8,8 @@ list as a pipeline listing, every other endpoint by `Pipeline.serve`, its grant 
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +28,7 @@ from gateway.surface import SurfaceRoute
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor
 from gateway.surfaces.pdpp import filters, render, request, search
 from gateway.surfaces.pdpp.config import Pdpp
+from gateway.surfaces.pdpp.keys import grant_digest, page_key
 from gateway.surfaces.pdpp.metadata import lexical_served, semantic_served
 from gateway.surfaces.pdpp.policy_rules import readable
 from gateway.surfaces.pdpp.projection import (
@@ -216,7 +216,7 @@ class PdppService:
         position = self._position(params.get("cursor"), binding)
         entry = await self._entry(access.stream, call)
         captured = entry.snapshot.captured_at
-        key = _page_key(entry.serial, access, field, order, position, params.filters, limit,
+        key = page_key(entry.serial, access, field, order, position, params.filters, limit,
                         wanted)
         page = self.store.pages.get(key) if key is not None else None
         if page is None:
@@ -408,34 +408,6 @@ class PdppService:
             return self.cursors.position(cursor, binding)
         except InvalidCursor as exc:
             raise request.invalid(str(exc), "cursor", "invalid_cursor") from None
-
-
-def _page_key(serial: int, access: Access, field: str | None, order: str,
-              position: list[Any] | None, found_filters: list[filters.Filter], limit: int,
-              wanted: frozenset[str] | None) -> Hashable | None:
-    """What a page of records depends on: the copy of the stream, the grant shape (all that
-    `Access.view` and `project` read), where it starts, its filters, its size and the fields
-    asked for. None when the position holds a value that cannot key (a list, say): that page
-    is not remembered."""
-    key = (serial, access.fields, access.time_field, access.since, access.until,
-           access.resources, field, order, tuple(position) if position is not None else None,
-           tuple(found_filters), limit, wanted)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
-
-
-def grant_digest(principal: Principal) -> str:
-    """Who is asking and under which grant: a cursor only continues for the same."""
-    grant = principal.grant
-    streams = sorted((name, sorted(g.fields) if g.fields is not None else "*", g.time_field,
-                      g.since, g.until, sorted(g.resources) if g.resources is not None else "*")
-                     for name, g in (grant.streams.items() if grant else ()))
-    identity = [principal.kind, principal.subject, principal.client_id,
-                grant.grant_id if grant else None, grant.expires_at if grant else None, streams]
-    return hashlib.sha256(orjson.dumps(identity)).hexdigest()[:32]
 
 
 def _recall(count: int, truncated: bool) -> dict[str, Any]:
