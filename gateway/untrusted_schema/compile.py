@@ -34,7 +34,7 @@ from gateway.untrusted_schema.keywords import (
     regex_problem,
 )
 from gateway.untrusted_schema.metaschema import METASCHEMA, without_dialect
-from gateway.untrusted_schema.shape import measure, shape_problem
+from gateway.untrusted_schema.shape import Shape, measure, shape_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +64,13 @@ class CompiledSchema:
     limits: Limits
     fast: FastCheck | None = None  # what says "valid" cheaply, when the schema allows it
 
-    def errors(self, instance: Any, budget: Budget) -> list[ValidationError]:
+    def errors(self, instance: Any, budget: Budget,
+               shape: Shape | None = None) -> list[ValidationError]:
         """Every way `instance` fails the schema; `Unverifiable` when it is too big to check or
-        its check runs past `budget`."""
-        limits = self.limits
-        shape = measure(instance, limits.max_input_depth, limits.max_input_values)
+        its check runs past `budget`. `shape`: the instance's, when measured already within
+        `limits` (it is not measured again)."""
+        if shape is None:
+            shape = measure(instance, self.limits.max_input_depth, self.limits.max_input_values)
         if shape.problem is not None:
             raise Unverifiable(shape.problem)
         token = RUNNING.set(budget)

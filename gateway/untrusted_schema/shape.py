@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
+class Shape(NamedTuple):
     problem: str | None  # why the value is too big, or None
     values: int  # every array, object, string, number, boolean and null
     names: int  # object member names
-    depth: int  # the deepest value's level: a scalar is 1, `{"a": 1}` is 2
+    depth: int  # the deepest value's level, at most: a scalar is 1, `{"a": 1}` is 2
 
 
 def measure(value: Any, max_depth: int, max_values: int) -> Shape:
     """The value's `Shape`; its `problem` as `shape_problem` says it (when there is one, the
     counts are those seen so far)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[Any] = [value]
+    depths: list[int] = [1]  # each of `stack`'s, popped alongside
     seen = names = deepest = 0
     while stack:
-        item, depth = stack.pop()
+        item = stack.pop()
+        depth = depths.pop()
         seen += 1
         if seen > max_values:
             return Shape(f"more than {max_values} values", seen, names, deepest)
@@ -33,8 +33,10 @@ def measure(value: Any, max_depth: int, max_values: int) -> Shape:
             continue
         if depth > max_depth:
             return Shape(f"nested deeper than {max_depth} levels", seen, names, deepest)
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in children)
+        if depth > deepest:
+            deepest = depth
+        stack.extend(children)
+        depths.extend([depth + 1] * len(children))
     return Shape(None, seen, names, deepest + 1)  # a container's members are one level down
 
 
