@@ -65,6 +65,9 @@ PERSON = {
         "spaces": {"type": "string", "pattern": "^\\s$"},
         "digits": {"type": "string", "pattern": "^\\d+$"},
         "word": {"type": "string", "pattern": "a\\b"},
+        "limits": {"type": "array", "minItems": 1, "allOf": [{"maxItems": 2}],
+                   "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 10}},
+        "more": {"type": ["object", "null"], "additionalProperties": {"type": "integer"}},
     },
     "dependentSchemas": {"age": {"required": ["name"]}},
     "anyOf": [{"required": ["name"]}, {"required": ["age"]}],
@@ -98,6 +101,11 @@ INSTANCES = [
     {"name": "a", "spaces": "\v"}, {"name": "a", "digits": "123"},
     {"name": "a", "digits": "\u0661\u0662"}, {"name": "a", "word": "a\u00e9"},
     {"name": "a", "word": "a b"}, {"name": "a\n"}, {"name": "\u00e9"},
+    {"name": "a", "limits": [1, 10]}, {"name": "a", "limits": []},
+    {"name": "a", "limits": [0]}, {"name": "a", "limits": [10.5]},
+    {"name": "a", "limits": [1, 2, 3]}, {"name": "a", "more": None},
+    {"name": "a", "more": {"n": 1}}, {"name": "a", "more": {"n": 1.5}},
+    {"name": "a", "more": "x"},
     [], "text", None, 1,
 ]
 
@@ -115,6 +123,13 @@ def test_the_fast_path_takes_the_schema_and_agrees_on_every_instance():
 def test_what_a_client_reads_is_the_bounded_validators_answer(instance):
     checker = compile_schema(PERSON)
     assert described(checker, instance) == described(bounded_only(checker), instance)
+
+
+def test_a_top_level_id_changes_nothing_and_fetches_nothing():
+    checker = compile_schema({**PERSON, "$id": "https://schemas.example/person"})
+    assert checker.fast is not None
+    for instance in INSTANCES:
+        assert verdicts(checker, instance)[0] == verdicts(checker, instance)[1]
 
 
 @pytest.mark.parametrize("keyword", [
@@ -207,3 +222,20 @@ def test_it_runs_only_on_inputs_the_bounded_validator_can_recurse_through(levels
     if levels == 14:  # where Python's recursion ends, well past the bound
         with pytest.raises(Unverifiable, match="nested too deeply"):
             bounded_only(checker).errors(_nested_value(40), budget(steps=10**7))
+
+
+def test_the_agreement_schema_uses_every_keyword_taken_over():
+    from gateway.untrusted_schema.graph import Subschemas
+
+    used = set().union(*(node.keys() for node in Subschemas(PERSON, 5000).nodes.values()))
+    assert used >= SUPPORTED
+
+
+async def test_invoke_problems_are_the_same_with_and_without_the_fast_path(monkeypatch):
+    from gateway.surfaces.aidip.metadata import schema_problems
+    from gateway.untrusted_schema.fast import FastCheck
+
+    with_fast = await schema_problems(INSTANCES, PERSON)
+    monkeypatch.setattr(FastCheck, "valid", lambda *args: False)
+    assert await schema_problems(INSTANCES, PERSON) == with_fast
+    assert any(with_fast) and not all(with_fast)
