@@ -68,11 +68,13 @@ PERSON = {
         "limits": {"type": "array", "minItems": 1, "allOf": [{"maxItems": 2}],
                    "items": {"type": "number", "exclusiveMinimum": 0, "maximum": 10}},
         "more": {"type": ["object", "null"], "additionalProperties": {"type": "integer"}},
+        "slash": {"$ref": "#/$defs/a~1b"}, "percent": {"$ref": "#/$defs/c%25d"},
     },
     "dependentSchemas": {"age": {"required": ["name"]}},
     "anyOf": [{"required": ["name"]}, {"required": ["age"]}],
     "$defs": {"tag": {"type": "string", "maxLength": 5},
-              "named": {"$anchor": "anchored", "type": "string"}},
+              "named": {"$anchor": "anchored", "type": "string"},
+              "a/b": {"type": "integer"}, "c%d": {"type": "boolean"}},
 }
 
 INSTANCES = [
@@ -106,6 +108,8 @@ INSTANCES = [
     {"name": "a", "limits": [1, 2, 3]}, {"name": "a", "more": None},
     {"name": "a", "more": {"n": 1}}, {"name": "a", "more": {"n": 1.5}},
     {"name": "a", "more": "x"},
+    {"name": "a", "slash": 1}, {"name": "a", "slash": "1"}, {"name": "a", "percent": True},
+    {"name": "a", "percent": 1},
     [], "text", None, 1,
 ]
 
