@@ -7,6 +7,7 @@ import functools
 import hashlib
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,15 +35,33 @@ class Noted:
 def note(ctx: RequestContext | None, surface: str, ask: Ask, outcome: Outcome,
          shadow: Outcome | None = None, removed: tuple[str, ...] = ()) -> None:
     """Count a decision and, with a request, note it for the decision log."""
+    _count(ask, outcome, shadow)
+    if ctx is None:
+        return
+    _identify(ctx)
+    ctx.decisions.append(Noted(surface, ask, outcome, shadow, removed))
+
+
+def note_again(ctx: RequestContext, decisions: Sequence[Noted]) -> None:
+    """Decisions taken for an earlier request of the same caller under the same rules,
+    counted and noted for this one as `note` would have (the decision log reads the same)."""
+    for decided in decisions:
+        _count(decided.ask, decided.outcome, decided.shadow)
+    if decisions:
+        _identify(ctx)
+        ctx.decisions.extend(decisions)
+
+
+def _count(ask: Ask, outcome: Outcome, shadow: Outcome | None) -> None:
     _counter(_label(outcome, ask), outcome.effect, "enforce").inc()
     if shadow is not None and shadow.mode == "shadow":
         _counter(_label(shadow, ask), shadow.effect, "shadow").inc()
-    if ctx is None:
-        return
+
+
+def _identify(ctx: RequestContext) -> None:
     if ctx.decision_id is None:
         # A label like the request id, not a secret: the seeded PRNG (no system call).
         ctx.decision_id = f"{random.getrandbits(128):032x}"
-    ctx.decisions.append(Noted(surface, ask, outcome, shadow, removed))
 
 
 @functools.lru_cache(maxsize=4096)
