@@ -365,9 +365,10 @@ class Pipeline:
         return allowed
 
     def permitted_again(self, exchange: Exchange, decisions: Sequence[Noted]) -> None:
-        """Decisions `permitted` took for an earlier request, which a surface remembered
-        with its answer for the same principal under this same policy (`self.policy`, which
-        never changes its rules): noted and counted for this request as if taken again."""
+        """Decisions this pipeline's `permitted` took for an earlier request of the same
+        principal, which a surface remembered with its answer (keyed by this pipeline: its
+        policy is set once, a reloaded policy comes with another pipeline): noted and counted
+        for this request as if taken again."""
         with tracing.span("aigw.policy", {"aigw.policy.stage": "asks"}):
             note_again(exchange.ctx, decisions)
 

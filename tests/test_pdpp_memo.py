@@ -1,5 +1,5 @@
 """What PDPP remembers of a caller's requests (gateway/surfaces/pdpp/memo.py): only for the
-very principal and policy it was made for, a page with a next_cursor for a second at most, and
+very principal and pipeline it was made for, a page with a next_cursor for a second at most, and
 the decisions noted again count as decisions taken."""
 
 from __future__ import annotations
@@ -27,41 +27,41 @@ class Stream:
     name = "articles"
 
 
-def decided(who: Principal, policy: object) -> Decided:
+def decided(who: Principal, pipeline: object) -> Decided:
     access = Access(Stream(), frozenset({"id"}))  # type: ignore[arg-type]
-    return Decided(who, policy, access, ())
+    return Decided(who, pipeline, access, ())
 
 
-def test_an_access_is_remembered_for_the_same_principal_object_and_policy_only():
-    memo, who, policy = Memo(), principal(), object()
-    memo.keep_access(decided(who, policy))
-    assert memo.access(who, policy, "articles") is not None
-    assert memo.access(replace(who), policy, "articles") is None  # equal, yet another token's
-    assert memo.access(who, object(), "articles") is None  # the policy reloaded
-    assert memo.access(who, policy, "messages") is None
+def test_an_access_is_remembered_for_the_same_principal_object_and_pipeline_only():
+    memo, who, pipeline = Memo(), principal(), object()
+    memo.keep_access(decided(who, pipeline))
+    assert memo.access(who, pipeline, "articles") is not None
+    assert memo.access(replace(who), pipeline, "articles") is None  # equal, yet another token's
+    assert memo.access(who, object(), "articles") is None  # a reloaded policy's pipeline
+    assert memo.access(who, pipeline, "messages") is None
 
 
 def test_accesses_are_bounded():
-    memo, policy = Memo(), object()
+    memo, pipeline = Memo(), object()
     callers = [principal(f"app-{i}") for i in range(REMEMBERED + 10)]
     for who in callers:
-        memo.keep_access(decided(who, policy))
-    assert memo.access(callers[0], policy, "articles") is None
-    assert memo.access(callers[-1], policy, "articles") is not None
+        memo.keep_access(decided(who, pipeline))
+    assert memo.access(callers[0], pipeline, "articles") is None
+    assert memo.access(callers[-1], pipeline, "articles") is not None
 
 
 def test_a_body_with_a_cursor_is_served_again_for_a_second_at_most(monkeypatch):
-    memo, who, policy = Memo(), principal(), object()
+    memo, who, pipeline = Memo(), principal(), object()
     now = [1000.0]
     monkeypatch.setattr(memo_module.time, "monotonic", lambda: now[0])
-    memo.keep_body(who, policy, ("q", 1), b"with cursor", cursor=True)
-    memo.keep_body(who, policy, ("q", 2), b"last page", cursor=False)
-    assert memo.body(who, policy, ("q", 1)) == b"with cursor"
-    assert memo.body(principal(), policy, ("q", 1)) is None
+    memo.keep_body(who, pipeline, ("q", 1), b"with cursor", cursor=True)
+    memo.keep_body(who, pipeline, ("q", 2), b"last page", cursor=False)
+    assert memo.body(who, pipeline, ("q", 1)) == b"with cursor"
+    assert memo.body(principal(), pipeline, ("q", 1)) is None
     now[0] += CURSOR_REUSE
-    assert memo.body(who, policy, ("q", 1)) is None
+    assert memo.body(who, pipeline, ("q", 1)) is None
     now[0] += 3600
-    assert memo.body(who, policy, ("q", 2)) == b"last page"  # until its copy is replaced
+    assert memo.body(who, pipeline, ("q", 2)) == b"last page"  # until its copy is replaced
 
 
 @pytest.mark.parametrize("effect", ["allow", "deny"])

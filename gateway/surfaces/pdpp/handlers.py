@@ -232,13 +232,13 @@ class PdppService:
         position = self._position(cursor, self._binding(asked, call)) if cursor else None
         entry = await self._entry(access.stream, call)
         # The body is all the query's, the copy's and the caller's (the cursor is bound to it).
-        policy, memo_key = call.exchange.pipeline.policy, (
+        pipeline, memo_key = call.exchange.pipeline, (
             entry.serial, access.stream.name, bytes(call.http.scope.get("query_string", b"")))
-        body = self.memo.body(call.principal, policy, memo_key)
+        body = self.memo.body(call.principal, pipeline, memo_key)
         if body is None:
             document = await self._records(call, asked, entry, position, params)
             body = orjson.dumps(document)
-            self.memo.keep_body(call.principal, policy, memo_key, body,
+            self.memo.keep_body(call.principal, pipeline, memo_key, body,
                                 "next_cursor" in document)
         return render.encoded_response(body, call.ctx.request_id, call.version)
 
@@ -378,14 +378,14 @@ class PdppService:
 
     def _access(self, call: Call, name: str) -> Access:
         """The caller's access to a stream (`Grantee.stream`): remembered for this principal
-        under this policy with the decisions that made it, which are noted again."""
+        under this pipeline's policy with the decisions that made it, which are noted again."""
         pipeline = call.exchange.pipeline
-        found = self.memo.access(call.principal, pipeline.policy, name)
+        found = self.memo.access(call.principal, pipeline, name)
         if found is None:
             ctx = call.ctx
             taken = len(ctx.decisions)
             access = self._grantee(call).stream(name)
-            self.memo.keep_access(Decided(call.principal, pipeline.policy, access,
+            self.memo.keep_access(Decided(call.principal, pipeline, access,
                                           tuple(ctx.decisions[taken:])))
             return access
         check_grant(call.principal, self.streams)  # its expiry: every request

@@ -5,9 +5,9 @@ next-page cursor is reused for at most CURSOR_REUSE seconds, so it expires no la
 one would).
 
 Both are keyed by the very principal the authenticator keeps for a token (held, and compared by
-identity: never another caller's, never a principal whose grant changed) and the policy that
-decided; both are bounded. Whatever is checked per request (the grant's expiry, the parameters,
-an incoming cursor) still is.
+identity: never another caller's, never a principal whose grant changed) and the pipeline whose
+policy decided (a reloaded policy comes with another pipeline); both are bounded. Whatever is
+checked per request (the grant's expiry, the parameters, an incoming cursor) still is.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class Decided:
     """A stream as a caller may read it, and the decisions that said so."""
 
     principal: Principal
-    policy: object
+    pipeline: object
     access: Access
     decisions: tuple[Noted, ...]
 
@@ -42,7 +42,7 @@ class Rendered:
     """A page's body as sent, good until `until` (monotonic seconds)."""
 
     principal: Principal
-    policy: object
+    pipeline: object
     body: bytes
     until: float
 
@@ -55,29 +55,29 @@ class Memo:
             REMEMBERED, REMEMBERED * _ENTRY_BYTES * 64)
         self._bodies: BoundedCache[Hashable, Rendered] = BoundedCache(REMEMBERED, BODY_BYTES)
 
-    def access(self, principal: Principal, policy: object, stream: str) -> Decided | None:
-        found = self._accesses.get((id(principal), id(policy), stream))
-        if found is None or found.principal is not principal or found.policy is not policy:
+    def access(self, principal: Principal, pipeline: object, stream: str) -> Decided | None:
+        found = self._accesses.get((id(principal), id(pipeline), stream))
+        if found is None or found.principal is not principal or found.pipeline is not pipeline:
             return None
         return found
 
     def keep_access(self, decided: Decided) -> None:
-        key = (id(decided.principal), id(decided.policy), decided.access.stream.name)
+        key = (id(decided.principal), id(decided.pipeline), decided.access.stream.name)
         self._accesses.put(key, decided, _ENTRY_BYTES * (1 + len(decided.decisions)))
 
-    def body(self, principal: Principal, policy: object, key: Hashable) -> bytes | None:
-        """The body rendered for this caller, policy and `key` (everything else the page
-        depends on), while it is good."""
-        found = self._bodies.get((id(principal), id(policy), key))
-        if found is None or found.principal is not principal or found.policy is not policy \
+    def body(self, principal: Principal, pipeline: object, key: Hashable) -> bytes | None:
+        """The body rendered for this caller and pipeline and `key` (everything else the
+        page depends on), while it is good."""
+        found = self._bodies.get((id(principal), id(pipeline), key))
+        if found is None or found.principal is not principal or found.pipeline is not pipeline \
                 or time.monotonic() >= found.until:
             return None
         return found.body
 
-    def keep_body(self, principal: Principal, policy: object, key: Hashable, body: bytes,
+    def keep_body(self, principal: Principal, pipeline: object, key: Hashable, body: bytes,
                   cursor: bool) -> None:
         """Keep a rendered body: while its copy is served when it carries no cursor, for
         CURSOR_REUSE seconds when it does."""
         until = time.monotonic() + CURSOR_REUSE if cursor else float("inf")
-        self._bodies.put((id(principal), id(policy), key),
-                         Rendered(principal, policy, body, until), _ENTRY_BYTES + len(body))
+        self._bodies.put((id(principal), id(pipeline), key),
+                         Rendered(principal, pipeline, body, until), _ENTRY_BYTES + len(body))
