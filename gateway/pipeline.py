@@ -32,7 +32,7 @@ from gateway.context import RequestContext
 from gateway.handles import Calls, Stages
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
 from gateway.operations import Operation, Placeholders
-from gateway.policy.decisions import Noted, note_again
+from gateway.policy.decisions import Again, note_again
 from gateway.proxy import ProxyTarget
 from gateway.upstream_call import UpstreamCalls
 from gateway.upstream_urls import UpstreamUrls
@@ -364,7 +364,7 @@ class Pipeline:
             tracing.annotate({"aigw.policy.denied": allowed.count(False)})
         return allowed
 
-    def permitted_again(self, exchange: Exchange, decisions: Sequence[Noted]) -> None:
+    def permitted_again(self, exchange: Exchange, decisions: Again) -> None:
         """Decisions this pipeline's `permitted` took for an earlier request of the same
         principal, which a surface remembered with its answer (keyed by this pipeline: its
         policy is set once, a reloaded policy comes with another pipeline): noted and counted

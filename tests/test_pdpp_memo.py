@@ -11,7 +11,7 @@ import pytest
 from gateway.context import RequestContext
 from gateway.model import Grant, Principal, StreamGrant, TokenKind
 from gateway.observability import POLICY_DECISIONS
-from gateway.policy.decisions import Noted, note_again
+from gateway.policy.decisions import Again, Noted, log_record, note_again
 from gateway.policy.rules import Ask, Outcome
 from gateway.surfaces.pdpp import memo as memo_module
 from gateway.surfaces.pdpp.memo import CURSOR_REUSE, REMEMBERED, Decided, Memo
@@ -29,7 +29,7 @@ class Stream:
 
 def decided(who: Principal, pipeline: object) -> Decided:
     access = Access(Stream(), frozenset({"id"}))  # type: ignore[arg-type]
-    return Decided(who, pipeline, access, ())
+    return Decided(who, pipeline, access, Again.of(()))
 
 
 def test_an_access_is_remembered_for_the_same_principal_object_and_pipeline_only():
@@ -72,6 +72,13 @@ def test_decisions_noted_again_are_counted_and_noted(effect):
     before = counter._value.get()
     ctx = RequestContext("req-1", "GET", "/v1/streams/articles/records", "127.0.0.1")
     decisions = (Noted("pdpp", ask, outcome), Noted("pdpp", ask, outcome, removed=("a.b",)))
-    note_again(ctx, decisions)
+    again = Again.of(decisions)
+    note_again(ctx, again)
     assert counter._value.get() == before + 2
     assert ctx.decisions == list(decisions) and ctx.decision_id is not None
+    first = log_record(ctx, "rev", "hash")
+    ctx.decisions.clear()
+    note_again(ctx, again)
+    assert counter._value.get() == before + 4
+    assert log_record(ctx, "rev", "hash")["decisions"] == first["decisions"]
+    assert first["decisions"][1]["removed"] == ["a.b"]

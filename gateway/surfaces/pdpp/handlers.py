@@ -23,6 +23,7 @@ from gateway.exchange import Exchange
 from gateway.handles import Stages
 from gateway.model import Principal, TokenKind
 from gateway.pipeline import Listing
+from gateway.policy.decisions import Again
 from gateway.policy.rules import Ask
 from gateway.surface import SurfaceRoute
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor
@@ -185,7 +186,7 @@ class PdppService:
         return render.error_response(error, exchange.request_id, version)
 
     def version(self, http: Request) -> str:
-        sent = http.headers.get(render.VERSION_HEADER)
+        sent = render.sent_version(http.scope)
         if sent is None:
             return self.pdpp.versions[0]
         if sent.strip() not in self.pdpp.versions:
@@ -205,21 +206,21 @@ class PdppService:
     async def list_streams(self, exchange: Exchange) -> Response:
         version = self.admitted(exchange)
         principal = exchange.principal
-        request.parse(exchange.request.query_params.multi_items(), frozenset(),
+        request.parse(request.items(exchange.request), frozenset(),
                       owner=is_owner(principal))
         check_grant(principal, self.streams)
         return exchange.pipeline.listing(StreamList(self.streams, principal, version), exchange)
 
     @_pdpp
     async def stream_metadata(self, call: Call) -> Response:
-        request.parse(call.http.query_params.multi_items(), frozenset(), owner=_owner(call))
+        request.parse(request.items(call.http), frozenset(), owner=_owner(call))
         stream = self._grantee(call).readable_stream(call.http.path_params["stream"])
         return render.json_response(self._metadata(stream), call.ctx.request_id, call.version)
 
     @_pdpp
     async def list_records(self, call: Call) -> Response:
         owner = _owner(call)
-        params = request.parse(call.http.query_params.multi_items(),
+        params = request.parse(request.items(call.http),
                                frozenset({"limit", "cursor", "order", "fields"}),
                                owner=owner, filters=owner, records=True)
         access = self._access(call, call.http.path_params["stream"])
@@ -299,7 +300,7 @@ class PdppService:
 
     @_pdpp
     async def get_record(self, call: Call) -> Response:
-        params = request.parse(call.http.query_params.multi_items(), frozenset({"fields"}),
+        params = request.parse(request.items(call.http), frozenset({"fields"}),
                                owner=_owner(call), records=True)
         access = self._access(call, call.http.path_params["stream"])
         wanted = narrowed(access, params.get("fields"))
@@ -328,7 +329,7 @@ class PdppService:
         return await self._search(call, semantic=True)
 
     async def _search(self, call: Call, *, semantic: bool) -> Response:
-        params = request.parse(call.http.query_params.multi_items(),
+        params = request.parse(request.items(call.http),
                                frozenset({"q", "limit", "cursor"}), owner=_owner(call),
                                filters=True, streams=True)
         q = (params.get("q") or "").strip()
@@ -386,7 +387,7 @@ class PdppService:
             taken = len(ctx.decisions)
             access = self._grantee(call).stream(name)
             self.memo.keep_access(Decided(call.principal, pipeline, access,
-                                          tuple(ctx.decisions[taken:])))
+                                          Again.of(ctx.decisions[taken:])))
             return access
         check_grant(call.principal, self.streams)  # its expiry: every request
         pipeline.permitted_again(call.exchange, found.decisions)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from gateway.caching import BoundedCache
 from gateway.model import Principal
-from gateway.policy.decisions import Noted
+from gateway.policy.decisions import Again
 from gateway.surfaces.pdpp.projection import Access
 
 REMEMBERED = 1024  # entries of each memo
@@ -34,7 +34,7 @@ class Decided:
     principal: Principal
     pipeline: object
     access: Access
-    decisions: tuple[Noted, ...]
+    decisions: Again
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class Memo:
 
     def keep_access(self, decided: Decided) -> None:
         key = (id(decided.principal), id(decided.pipeline), decided.access.stream.name)
-        self._accesses.put(key, decided, _ENTRY_BYTES * (1 + len(decided.decisions)))
+        self._accesses.put(key, decided, _ENTRY_BYTES * (1 + len(decided.decisions.decisions)))
 
     def body(self, principal: Principal, pipeline: object, key: Hashable) -> bytes | None:
         """The body rendered for this caller and pipeline and `key` (everything else the
