@@ -371,6 +371,7 @@ class Pipeline:
         for this request as if taken again."""
         with tracing.span("aigw.policy", {"aigw.policy.stage": "asks"}):
             note_again(exchange.ctx, decisions)
+            tracing.annotate({"aigw.policy.denied": decisions.denied})
 
     def admits(self, exchange: Exchange, method: str, path: str) -> bool:
         """Whether the route rules would admit this request's caller to `method path`: what a

@@ -52,6 +52,7 @@ class Again:
 
     decisions: tuple[Noted, ...]
     counts: tuple[tuple[Any, int], ...]
+    denied: int
 
     @classmethod
     def of(cls, decisions: Sequence[Noted]) -> Again:
@@ -59,7 +60,8 @@ class Again:
         for decided in decisions:
             for counter in _counters(decided.ask, decided.outcome, decided.shadow):
                 counts[counter] = counts.get(counter, 0) + 1
-        return cls(tuple(decisions), tuple(counts.items()))
+        denied = sum(1 for decided in decisions if decided.outcome.effect != "allow")
+        return cls(tuple(decisions), tuple(counts.items()), denied)
 
 
 def note_again(ctx: RequestContext, again: Again) -> None:
