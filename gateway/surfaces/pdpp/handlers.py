@@ -230,7 +230,8 @@ class PdppService:
                        params.filters)
         filters.check(params.filters, access)
         cursor = params.get("cursor")
-        position = self._position(cursor, self._binding(asked, call)) if cursor else None
+        position = self._position(cursor, self._binding(asked, call)) \
+            if cursor is not None else None
         entry = await self._entry(access.stream, call)
         # The body is all the query's, the copy's and the caller's (the cursor is bound to it).
         pipeline, memo_key = call.exchange.pipeline, (
