@@ -99,9 +99,12 @@ class HitMapping:
     string_fields: tuple[str, ...] = ()
     string_metadata: tuple[str, ...] = ()
 
-    def hits(self, document: Any) -> list[Hit]:
-        """Every item of an upstream document as a Hit; items without an id are skipped."""
-        return [hit for item in self.items_of(document) if (hit := self.hit(item)) is not None]
+    def hits(self, document: Any, *, vectors: bool = True) -> list[Hit]:
+        """Every item of an upstream document as a Hit; items without an id are skipped.
+        Without `vectors` the vector slot is neither read nor checked (every hit's is None):
+        for a caller that gets no stored vector back."""
+        return [hit for item in self.items_of(document)
+                if (hit := self.hit(item, vectors=vectors)) is not None]
 
     def items_of(self, document: Any) -> list[Any]:
         """The document's items: a list, or one object; none when absent (null)."""
@@ -127,7 +130,7 @@ class HitMapping:
             raise UpstreamValueError("next", f"at most {MAX_NEXT_TOKEN} characters")
         return token
 
-    def hit(self, item: Any) -> Hit | None:
+    def hit(self, item: Any, *, vectors: bool = True) -> Hit | None:
         """One item as a Hit, or None without an id; `UpstreamValueError` for a wrong kind."""
         identifier = self.id.search(item)
         if identifier is None:
@@ -137,7 +140,7 @@ class HitMapping:
         score = _search(self.score, item)
         if score is not None and not _is_number(score):
             raise UpstreamValueError("score", "a number")
-        vector = _search(self.vector, item)
+        vector = _search(self.vector, item) if vectors else None
         if vector is not None and not numbers(vector):
             raise UpstreamValueError("vector", "a list of numbers")
         return Hit(

@@ -45,3 +45,16 @@ def test_an_expression_is_evaluated_again_for_each_value():
     compiled = Expression(jmespath.compile("items[*].id"))
     assert compiled.search({"items": [{"id": 1}]}) == [1]
     assert compiled.search({"items": [{"id": 2}, {"id": 3}]}) == [2, 3]
+
+
+def test_hits_without_vectors_neither_read_nor_check_the_vector_slot():
+    from gateway.mapping import UpstreamValueError, compile_mapping
+
+    mapping = compile_mapping({"items": "items", "id": "id", "vector": "embedding"})
+    good = {"items": [{"id": "a", "embedding": [0.5, 1]}]}
+    bad = {"items": [{"id": "a", "embedding": ["not", "numbers"]}]}
+    assert mapping.hits(good)[0].vector == [0.5, 1]
+    assert mapping.hits(good, vectors=False)[0].vector is None
+    assert mapping.hits(bad, vectors=False)[0].vector is None  # never handed to anyone
+    with pytest.raises(UpstreamValueError):
+        mapping.hits(bad)
