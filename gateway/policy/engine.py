@@ -49,6 +49,8 @@ class PolicyEngine:
     def __init__(self, collections: Mapping[str, Resource], bundle: PolicyBundle) -> None:
         self.collections = collections
         self.bundle = bundle
+        # The visibilities asked about for each resource (fixed by the bundle), found once.
+        self._asked: dict[str, tuple[Resource, tuple[str, ...]]] = {}
 
     def can_read(self, principal: Principal, name: str | None,
                  ctx: RequestContext | None = None) -> bool:
@@ -65,14 +67,23 @@ class PolicyEngine:
                      ctx: RequestContext | None = None) -> frozenset[str]:
         """The record visibilities this caller may see in a resource it can read."""
         resource = self.collections[name]
-        named = _named_visibilities(self.bundle.of_kind("record_visibility", shadow=True), name)
         seen = set()
-        for value in sorted({"public", resource.visibility} | named):
+        for value in self._asked_visibilities(name, resource):
             ask = Ask("record_visibility", name, principal,
                       {"visibility": value, "collection_visibility": resource.visibility})
             if self._decide(ctx, ask) == "allow":
                 seen.add(value)
         return frozenset(seen)
+
+    def _asked_visibilities(self, name: str, resource: Resource) -> tuple[str, ...]:
+        """Every visibility a record of the resource may have that a rule decides on."""
+        found = self._asked.get(name)
+        if found is not None and found[0] is resource:
+            return found[1]
+        named = _named_visibilities(self.bundle.of_kind("record_visibility", shadow=True), name)
+        asked = tuple(sorted({"public", resource.visibility} | named))
+        self._asked[name] = (resource, asked)
+        return asked
 
     def vectors_allowed(self, principal: Principal, name: str,
                         ctx: RequestContext | None = None) -> bool:
@@ -124,8 +135,8 @@ class PolicyEngine:
         # Decided before the upstream call, so an upstream that can filter is told (and the
         # hits are still checked in `after`).
         visible = self.visibilities(ctx.principal, query.collection or "", ctx)
-        return replace(query, fields=query.fields - refused, visible_records=visible,
-                       filters={**query.filters, "visibility": sorted(visible)})
+        return query.narrowed(query.fields - refused, visible,
+                              {**query.filters, "visibility": sorted(visible)})
 
     def after(self, ctx: RequestContext, query: Query, hits: list[Hit]) -> list[Hit]:
         """Strip refused vectors; remove every record the caller may not see (§12)."""
