@@ -57,6 +57,31 @@ def test_a_resource_no_rule_selects_gets_the_kind_default():
     assert (unruled.effect, unruled.rule) == ("deny", None)  # vector_return: deny
 
 
+def test_an_outcome_is_remembered_per_principal_and_ask_and_never_crosses_callers():
+    rules = bundle(vectors("partners", when={"clients": ["partner"]}))
+    first = rules.decide(Ask("vector_return", "articles", PARTNER))
+    assert rules.decide(Ask("vector_return", "articles", PARTNER)) is first  # from memory
+    # An equal but distinct principal, another caller, another resource: decided afresh.
+    twin = Principal("p", "partner", frozenset({"vectors:read"}), TokenKind.CLIENT)
+    assert rules.decide(Ask("vector_return", "articles", twin)).effect == "allow"
+    assert rules.decide(Ask("vector_return", "articles", BOT)).effect == "deny"
+    assert rules.decide(Ask("vector_return", "staff", PARTNER)).rule is None
+    # An unhashable attribute is decided every time, all the same.
+    listed = Ask("aip_retrieve", "retrieve", PARTNER, {"platform": "x", "uses": ["training"]})
+    assert rules.decide(listed).effect == "allow"
+
+
+def test_remembered_outcomes_are_bounded(monkeypatch: pytest.MonkeyPatch):
+    from gateway.policy import bundle as bundle_module
+
+    monkeypatch.setattr(bundle_module, "DECISIONS_KEPT", 8)
+    rules = bundle(vectors("partners", when={"clients": ["partner"]}))
+    for index in range(50):
+        outcome = rules.decide(Ask("aip_retrieve", "retrieve", PARTNER, {"platform": f"p{index}"}))
+        assert outcome.effect == "allow"
+    assert len(rules._decided) <= 8
+
+
 def test_the_most_specific_route_decides_and_shadow_rules_change_nothing():
     rules = bundle({"id": "api", "kind": "route", "path": "/api", "public": True},
                    {"id": "users", "kind": "route", "path": "/api/users",

@@ -49,6 +49,9 @@ class PolicyEngine:
     def __init__(self, collections: Mapping[str, Resource], bundle: PolicyBundle) -> None:
         self.collections = collections
         self.bundle = bundle
+        # resource name -> the visibilities worth asking about (`visibilities`): they depend on
+        # the resource and the bundle only, so they are worked out once per resource.
+        self._asked_visibilities: dict[str, tuple[str, ...]] = {}
 
     def can_read(self, principal: Principal, name: str | None,
                  ctx: RequestContext | None = None) -> bool:
@@ -65,14 +68,23 @@ class PolicyEngine:
                      ctx: RequestContext | None = None) -> frozenset[str]:
         """The record visibilities this caller may see in a resource it can read."""
         resource = self.collections[name]
-        named = _named_visibilities(self.bundle.of_kind("record_visibility", shadow=True), name)
         seen = set()
-        for value in sorted({"public", resource.visibility} | named):
+        for value in self._candidate_visibilities(name, resource):
             ask = Ask("record_visibility", name, principal,
                       {"visibility": value, "collection_visibility": resource.visibility})
             if self._decide(ctx, ask) == "allow":
                 seen.add(value)
         return frozenset(seen)
+
+    def _candidate_visibilities(self, name: str, resource: Resource) -> tuple[str, ...]:
+        """`public`, the resource's own and every one a `record_visibility` rule names for it."""
+        found = self._asked_visibilities.get(name)
+        if found is None:
+            named = _named_visibilities(self.bundle.of_kind("record_visibility", shadow=True),
+                                        name)
+            found = self._asked_visibilities[name] = tuple(
+                sorted({"public", resource.visibility} | named))
+        return found
 
     def vectors_allowed(self, principal: Principal, name: str,
                         ctx: RequestContext | None = None) -> bool:
