@@ -157,9 +157,13 @@ class Retrieval:
             raise Denied(denial)
         source = retriever.sources[query.collection or ""]
         budget = wanted.latency_budget_ms
+        reading = read_hits(source, query.text or "", query.top_k, stages)
         try:
-            async with asyncio.timeout(budget / 1000 if budget is not None else None):
-                hits = await read_hits(source, query.text or "", query.top_k, stages)
+            if budget is None:  # no timer to arm (each upstream call has its own)
+                hits = await reading
+            else:
+                async with asyncio.timeout(budget / 1000):
+                    hits = await reading
         except TimeoutError:
             ctx.upstream_error = "timeout"
             raise errors.upstream_timeout() from None

@@ -151,6 +151,8 @@ async def _articles(source: CompiledSource, operation: Operation[ArticleRead],
     known = [cache.recall(scope, hit) if cache is not None else None for hit in hits]
     found = [_copy(article) if article is not None else None for article in known]
     missing = [index for index, article in enumerate(found) if article is None]
+    if not missing:  # all remembered: no gather (a future, a loop look-up) to await
+        return found
     read = await asyncio.gather(*(_article(operation, hits[index], stages)
                                   for index in missing))
     for index, article in zip(missing, read, strict=True):
