@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import errors
+from gateway.caching import BoundedCache
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
@@ -23,7 +24,7 @@ from gateway.policy.rules import Ask
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json
-from gateway.surfaces.aip.chunks import Chunk, Cutter, select, withheld_whole
+from gateway.surfaces.aip.chunks import Chunk, Cutter, Piece, select, withheld_whole
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.events import EventSink, access_event
 from gateway.surfaces.aip.gate import Gate, check_platform
@@ -85,6 +86,11 @@ class Retriever:
         self.ledger = ledger
         self.sources = sources
         self.cutter = Cutter(TokenCounter(aip.retrieval.encoding), aip.retrieval.chunk_tokens)
+        # (texts, query, whole allowed) -> what `cut` chose from them: what the same query
+        # over the same texts always gives, so a busy query's answer is chosen once.
+        self._chosen: BoundedCache[tuple[tuple[Piece, ...], str, bool],
+                                   tuple[tuple[Chunk, ...], int]] = BoundedCache(
+            CHOSEN_ENTRIES, CHOSEN_BYTES)
 
     async def handle(self, exchange: Exchange) -> Response:
         """The pipeline runs the retrieve (`Retrieval`); the answer is signed like any other."""
@@ -97,8 +103,14 @@ class Retriever:
         many texts gave none because they are too short to return but whole."""
         retrieval = self.aip.retrieval
         whole = retrieval.supports.full_article or not source.whole_articles
-        articles = [self.cutter.cut(piece) for piece in pieces(hits)]
-        return select(articles, query, self.limits, whole), withheld_whole(articles, whole)
+        key = (tuple(pieces(hits)), query, whole)
+        found = self._chosen.get(key)
+        if found is None:
+            articles = [self.cutter.cut(piece) for piece in key[0]]
+            chosen = tuple(select(articles, query, self.limits, whole))
+            found = chosen, withheld_whole(articles, whole)
+            self._chosen.put(key, found, _chosen_size(key[0], query, chosen))
+        return list(found[0]), found[1]
 
     async def record_access(self, wanted: RetrieveRequest, chunks: list[Chunk]) -> None:
         """Recorded before the content leaves: no record, no content. The request id is issued
@@ -113,6 +125,15 @@ class Retriever:
             publisher_domain=publisher.domain, platform_id=wanted.platform_id,
             chunks_returned=len(chunks), token_count=sum(c.token_count for c in chunks))
         await store_event(self.sink, event)
+
+
+CHOSEN_ENTRIES = 1024  # answers a retriever remembers the chunks of
+CHOSEN_BYTES = 4 * 1024 * 1024  # their size, about (texts often shared with the cutter's)
+
+
+def _chosen_size(texts: tuple[Piece, ...], query: str, chosen: tuple[Chunk, ...]) -> int:
+    return 200 + len(query) + 100 * len(chosen) + sum(
+        100 + len(piece.text) + len(piece.url or "") + len(piece.title or "") for piece in texts)
 
 
 class Retrieval:
