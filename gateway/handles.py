@@ -52,6 +52,11 @@ class Stages:
         """`hits`, with the upstream's `next` token (for operations that page by `{after}`)."""
         return self._upstream.page(operation, values, self._ctx)
 
+    def page_without_vectors(self, operation: Operation[K], values: K) -> Awaitable[Page[Hit]]:
+        """`page` for a caller the policy stage gives no stored vectors: the post-policy
+        would drop them, so they are neither read nor checked (every hit's is None)."""
+        return self._upstream.page(operation, values, self._ctx, vectors=False)
+
     def items(self, operation: Operation[K], values: K) -> Awaitable[list[Any]]:
         """The operation's answer as its mapped items, for a surface that reads records."""
         return self._upstream.items(operation, values, self._ctx)

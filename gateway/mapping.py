@@ -27,7 +27,7 @@ disagree, on every item alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jmespath
@@ -71,6 +71,11 @@ class Expression:
 
     __slots__ = ("_field", "_tree", "text")
 
+    @property
+    def field(self) -> str | None:
+        """The field name when the expression is a bare one (looked up directly), else None."""
+        return self._field
+
     def __init__(self, parsed: ParsedResult) -> None:
         self.text = parsed.expression
         self._tree = parsed.parsed
@@ -98,10 +103,23 @@ class HitMapping:
     # The names among `fields` and `metadata` whose values must be strings (found once).
     string_fields: tuple[str, ...] = ()
     string_metadata: tuple[str, ...] = ()
+    # `fields` and `metadata` as (name, field name) pairs when every expression of the group
+    # is a bare field name (looked up in an object item without an evaluation per slot).
+    plain_fields: tuple[tuple[str, str], ...] | None = field(init=False, default=None,
+                                                             repr=False, compare=False)
+    plain_metadata: tuple[tuple[str, str], ...] | None = field(init=False, default=None,
+                                                               repr=False, compare=False)
 
-    def hits(self, document: Any) -> list[Hit]:
-        """Every item of an upstream document as a Hit; items without an id are skipped."""
-        return [hit for item in self.items_of(document) if (hit := self.hit(item)) is not None]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain_fields", _plain(self.fields))
+        object.__setattr__(self, "plain_metadata", _plain(self.metadata))
+
+    def hits(self, document: Any, *, vectors: bool = True) -> list[Hit]:
+        """Every item of an upstream document as a Hit; items without an id are skipped.
+        Without `vectors` the vector slot is neither read nor checked (every hit's is None):
+        for a caller that gets no stored vector back."""
+        return [hit for item in self.items_of(document)
+                if (hit := self.hit(item, vectors=vectors)) is not None]
 
     def items_of(self, document: Any) -> list[Any]:
         """The document's items: a list, or one object; none when absent (null)."""
@@ -127,7 +145,7 @@ class HitMapping:
             raise UpstreamValueError("next", f"at most {MAX_NEXT_TOKEN} characters")
         return token
 
-    def hit(self, item: Any) -> Hit | None:
+    def hit(self, item: Any, *, vectors: bool = True) -> Hit | None:
         """One item as a Hit, or None without an id; `UpstreamValueError` for a wrong kind."""
         identifier = self.id.search(item)
         if identifier is None:
@@ -137,16 +155,17 @@ class HitMapping:
         score = _search(self.score, item)
         if score is not None and not _is_number(score):
             raise UpstreamValueError("score", "a number")
-        vector = _search(self.vector, item)
+        vector = _search(self.vector, item) if vectors else None
         if vector is not None and not numbers(vector):
             raise UpstreamValueError("vector", "a list of numbers")
         return Hit(
             id=str(identifier),
-            fields=_group(self.fields, item, "fields", self.string_fields),
+            fields=_group(self.fields, item, "fields", self.string_fields, self.plain_fields),
             text=_string(_search(self.text, item), "text"),
             score=float(score) if score is not None else None,
             vector=vector,
-            metadata=_group(self.metadata, item, "metadata", self.string_metadata),
+            metadata=_group(self.metadata, item, "metadata", self.string_metadata,
+                            self.plain_metadata),
         )
 
 
@@ -196,9 +215,19 @@ def _search(expression: Expression | None, item: Any) -> Any:
     return expression.search(item) if expression is not None else None
 
 
+def _plain(expressions: dict[str, Expression]) -> tuple[tuple[str, str], ...] | None:
+    pairs = [(name, expr.field) for name, expr in expressions.items() if expr.field is not None]
+    return tuple(pairs) if len(pairs) == len(expressions) else None
+
+
 def _group(expressions: dict[str, Expression], item: Any, where: str,
-           strings: tuple[str, ...]) -> dict[str, Any]:
-    values = {name: expr.search(item) for name, expr in expressions.items()}
+           strings: tuple[str, ...], plain: tuple[tuple[str, str], ...] | None
+           ) -> dict[str, Any]:
+    if plain is not None and isinstance(item, dict):  # as `Expression.search` looks them up
+        get = item.get
+        values = {name: get(name_in_item) for name, name_in_item in plain}
+    else:
+        values = {name: expr.search(item) for name, expr in expressions.items()}
     for name in strings:
         if values[name] is not None and not isinstance(values[name], str):
             raise UpstreamValueError(f"{where}.{name}", "a string")

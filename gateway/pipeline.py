@@ -32,6 +32,7 @@ from gateway.context import RequestContext
 from gateway.handles import Calls, Stages
 from gateway.model import ALLOW, ANONYMOUS, Decision, Hit, Principal, Query
 from gateway.operations import Operation, Placeholders
+from gateway.policy.decisions import Again, note_again
 from gateway.proxy import ProxyTarget
 from gateway.upstream_call import UpstreamCalls
 from gateway.upstream_urls import UpstreamUrls
@@ -362,6 +363,15 @@ class Pipeline:
             allowed = self.policy.permitted(exchange.ctx, asks, removes)
             tracing.annotate({"aigw.policy.denied": allowed.count(False)})
         return allowed
+
+    def permitted_again(self, exchange: Exchange, decisions: Again) -> None:
+        """Decisions this pipeline's `permitted` took for an earlier request of the same
+        principal, which a surface remembered with its answer (keyed by this pipeline: its
+        policy is set once, a reloaded policy comes with another pipeline): noted and counted
+        for this request as if taken again."""
+        with tracing.span("aigw.policy", {"aigw.policy.stage": "asks"}):
+            note_again(exchange.ctx, decisions)
+            tracing.annotate({"aigw.policy.denied": decisions.denied})
 
     def admits(self, exchange: Exchange, method: str, path: str) -> bool:
         """Whether the route rules would admit this request's caller to `method path`: what a

@@ -74,12 +74,13 @@ class UpstreamCalls:
         document = await call_upstream_json(call, ctx, self._identity(ctx), self.urls)
         return map_hits(call, document, ctx)
 
-    async def page(self, operation: Operation[K], values: K,
-                   ctx: RequestContext) -> Page[Hit]:
-        """The operation's answer mapped onto hits, with the upstream's `next` token."""
+    async def page(self, operation: Operation[K], values: K, ctx: RequestContext, *,
+                   vectors: bool = True) -> Page[Hit]:
+        """The operation's answer mapped onto hits, with the upstream's `next` token; without
+        `vectors`, none read (`HitMapping.hits`)."""
         call = self._call(operation, values)
         document = await call_upstream_json(call, ctx, self._identity(ctx), self.urls)
-        return Page(map_hits(call, document, ctx),
+        return Page(map_hits(call, document, ctx, vectors=vectors),
                     _mapped(call, ctx, lambda: call.mapping.next_token(document)))
 
     async def items(self, operation: Operation[K], values: K, ctx: RequestContext) -> list[Any]:
@@ -143,10 +144,11 @@ def _identity_digest(headers: tuple[tuple[bytes, bytes], ...]) -> bytes:
     return digest.digest()
 
 
-def map_hits(call: UpstreamCall, document: Any, ctx: RequestContext) -> list[Hit]:
+def map_hits(call: UpstreamCall, document: Any, ctx: RequestContext, *,
+             vectors: bool = True) -> list[Hit]:
     """The upstream document as hits; a value of the wrong kind is a 502 `upstream_error`
     naming the slot, never echoing the value (it may be anything the upstream holds)."""
-    return _mapped(call, ctx, lambda: call.mapping.hits(document))
+    return _mapped(call, ctx, lambda: call.mapping.hits(document, vectors=vectors))
 
 
 def _mapped(call: UpstreamCall, ctx: RequestContext, mapping: Callable[[], T]) -> T:

@@ -297,3 +297,29 @@ def test_an_agents_output_has_the_public_url_or_none(inprocess_factory):
     assert response.status_code == 200, response.text
     assert response.json() == {"id": 7, "self": f"{PUBLIC}/items/7",  # /agents is AIDIP's
                                "related": [f"{PUBLIC}/items/8", "https://elsewhere/9"]}
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"a": "http://Legacy.Internal:8081/other"}',  # a case the config did not write
+    b'{"a": "http://legacy.inter\\u006eal:8081/other"}',  # a host character escaped
+    b'{"a": "http://legacy.inter\\tnal:8081/other"}',  # URL parsers remove a tab (LF, CR)
+    b'{"a": "http://legacy.inter\\u000anal:8081/other"}',  # so does an LF escaped so
+    b'{"a": "http://legacy.inter\\nnal:8081/other", "b": "\\\\"}',  # any escape ambiguous
+])
+def test_an_upstream_host_spelled_otherwise_in_the_raw_text_is_still_found(raw: bytes):
+    kept = {"b": "\\"} if b'"b"' in raw else {}
+    assert urls().scrub(json.loads(raw), raw) == kept
+
+
+def test_escapes_that_spell_no_host_leave_the_document_unwalked():
+    raw = b'{"a": "line\\none \\u00e9t\\u00e9 \\"quoted\\"", "b": "http:\\/\\/elsewhere\\/x"}'
+    document = json.loads(raw)
+    assert urls().scrub(document, raw) is document
+
+
+def test_a_kelvin_sign_is_a_k_to_the_host_comparison():
+    guard = UpstreamUrls({"kube": "http://kube.internal"}, PUBLIC, None, lambda path: False)
+    value = "http://\u212aube.internal/x"
+    assert guard.public(value) is None  # what the walk decides, so the scan must not skip it
+    raw = json.dumps({"a": value}, ensure_ascii=False).encode()
+    assert guard.scrub(json.loads(raw), raw) == {}

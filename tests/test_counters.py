@@ -73,14 +73,14 @@ async def test_hits_of_one_loop_turn_are_counted_one_after_another_in_one_round_
     item = limits.parse("20/minute")
     counter = RedisSlidingWindow(REDIS, fresh_prefix(), 1.0)
     calls = 0
-    script = counter._count
+    run = counter._run
 
-    async def counted(**kwargs):
+    async def counted(script, keys, args):
         nonlocal calls
         calls += 1
-        return await script(**kwargs)
+        return await run(script, keys, args)
 
-    counter._count = counted
+    counter._run = counted
     results = await asyncio.gather(*(counter.hit(item, "rule", "alice") for _ in range(30)),
                                    counter.hit(item, "rule", "bob"))
     alice, bob = results[:30], results[30]
@@ -95,10 +95,10 @@ async def test_hits_of_one_loop_turn_are_counted_one_after_another_in_one_round_
 async def test_an_unexpected_reply_is_a_store_error_and_leaves_no_hit_waiting():
     counter = RedisSlidingWindow(REDIS, fresh_prefix(), 1.0)
 
-    async def garbage(**kwargs):
+    async def garbage(script, keys, args):
         return [b"OK"]
 
-    counter._count = garbage
+    counter._run = garbage
     hits = (counter.hit(limits.parse("5/minute"), "rule", "alice") for _ in range(3))
     results = await asyncio.wait_for(asyncio.gather(*hits, return_exceptions=True), 5)
     assert all(isinstance(result, StoreUnavailable) for result in results)

@@ -164,6 +164,7 @@ def test_cursors_are_direction_bound_and_grant_bound(get):
               key=CLIENT_KEY), 400, "invalid_cursor")
     error(get(f"/v1/streams/articles/records?order=asc&cursor={cursor}"), 400, "invalid_cursor")
     error(get("/v1/streams/messages/records?cursor=forged.sig"), 400, "invalid_cursor")
+    error(get("/v1/streams/messages/records?cursor="), 400, "invalid_cursor")  # not "no cursor"
 
 
 def test_fields_narrowing_and_refused_field(get):

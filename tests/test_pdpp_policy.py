@@ -184,3 +184,26 @@ def test_fixtures_and_explain_assume_the_grant_covers_what_is_asked(backend, tmp
         {"kind": "pdpp_field", "resource": "messages", "field": "body"}, principal))
     assert (loaded.bundle.decide(body).effect, loaded.bundle.decide(body).rule) == \
         ("deny", "no-bodies" if kind != "anonymous" else None)
+
+
+def test_a_request_asked_again_logs_the_same_decisions(backend, inprocess_factory, tmp_path):
+    """The second request is answered from what the first one remembered (its access, its
+    page) and its decision-log line reads the same."""
+    gateway = inprocess_factory(pdpp_config(backend, tmp_path, RULES[0]))
+    log = tmp_path / "decisions.jsonl"
+    path = "/v1/streams/messages/records?limit=2"
+    first, again = get(gateway, path, CLIENT_KEY), get(gateway, path, CLIENT_KEY)
+    assert first.status_code == again.status_code == 200
+    assert first.content == again.content  # its next_cursor too, reused for a second at most
+    assert first.headers["x-aigw-decision-id"] != again.headers["x-aigw-decision-id"]
+    records = [logged(log, r.headers["x-aigw-decision-id"]) for r in (first, again)]
+    assert records[1]["request_id"] == again.headers["request-id"]
+    volatile = ("ts", "decision_id", "request_id")
+    kept = [{k: v for k, v in r.items() if k not in volatile} for r in records]
+    assert kept[0] == kept[1]
+    assert "messages.body" in records[1]["fields_removed"]
+    owner = get(gateway, path, OWNER_KEY)  # another caller: its own access and page
+    assert "thread_id" in owner.json()["data"][0]["data"]
+    assert "thread_id" not in first.json()["data"][0]["data"]
+    assert owner.json()["next_cursor"] != first.json()["next_cursor"]
+    assert "messages.body" in logged(log, owner.headers["x-aigw-decision-id"])["fields_removed"]

@@ -7,7 +7,8 @@ import functools
 import hashlib
 import random
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.context import RequestContext
@@ -24,6 +25,9 @@ class Noted:
     outcome: Outcome
     shadow: Outcome | None = None
     removed: tuple[str, ...] = ()  # result parts or fields taken out (projection)
+    # Its decision-log entry, made the first time a line shows it: a remembered decision
+    # (`Again`) is shown by many lines. Never changed once made; serialized only.
+    entry: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def shadow_differs(self) -> bool:
@@ -34,15 +38,58 @@ class Noted:
 def note(ctx: RequestContext | None, surface: str, ask: Ask, outcome: Outcome,
          shadow: Outcome | None = None, removed: tuple[str, ...] = ()) -> None:
     """Count a decision and, with a request, note it for the decision log."""
-    _counter(_label(outcome, ask), outcome.effect, "enforce").inc()
-    if shadow is not None and shadow.mode == "shadow":
-        _counter(_label(shadow, ask), shadow.effect, "shadow").inc()
+    _count(ask, outcome, shadow)
     if ctx is None:
         return
+    _identify(ctx)
+    ctx.decisions.append(Noted(surface, ask, outcome, shadow, removed))
+
+
+@dataclass(frozen=True, slots=True)
+class Again:
+    """Decisions taken for an earlier request, remembered to be noted again (`note_again`),
+    with the counters they count in and how many of them each counts."""
+
+    decisions: tuple[Noted, ...]
+    counts: tuple[tuple[Any, int], ...]
+    denied: int
+
+    @classmethod
+    def of(cls, decisions: Sequence[Noted]) -> Again:
+        counts: dict[Any, int] = {}
+        for decided in decisions:
+            for counter in _counters(decided.ask, decided.outcome, decided.shadow):
+                counts[counter] = counts.get(counter, 0) + 1
+        denied = sum(1 for decided in decisions if decided.outcome.effect != "allow")
+        return cls(tuple(decisions), tuple(counts.items()), denied)
+
+
+def note_again(ctx: RequestContext, again: Again) -> None:
+    """Decisions taken for an earlier request of the same caller under the same rules,
+    counted and noted for this one as `note` would have (the decision log reads the same)."""
+    for counter, times in again.counts:
+        counter.inc(times)
+    if again.decisions:
+        _identify(ctx)
+        ctx.decisions.extend(again.decisions)
+
+
+def _count(ask: Ask, outcome: Outcome, shadow: Outcome | None) -> None:
+    for counter in _counters(ask, outcome, shadow):
+        counter.inc()
+
+
+def _counters(ask: Ask, outcome: Outcome, shadow: Outcome | None) -> list[Any]:
+    found = [_counter(_label(outcome, ask), outcome.effect, "enforce")]
+    if shadow is not None and shadow.mode == "shadow":
+        found.append(_counter(_label(shadow, ask), shadow.effect, "shadow"))
+    return found
+
+
+def _identify(ctx: RequestContext) -> None:
     if ctx.decision_id is None:
         # A label like the request id, not a secret: the seeded PRNG (no system call).
         ctx.decision_id = f"{random.getrandbits(128):032x}"
-    ctx.decisions.append(Noted(surface, ask, outcome, shadow, removed))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -76,6 +123,13 @@ def log_record(ctx: RequestContext, revision: str, subjects: str) -> dict[str, A
 
 
 def _entry(decision: Noted) -> dict[str, Any]:
+    if decision.entry is None:
+        object.__setattr__(decision, "entry", _made_entry(decision))
+    assert decision.entry is not None
+    return decision.entry
+
+
+def _made_entry(decision: Noted) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "surface": decision.surface, "kind": decision.ask.kind,
         "resource": decision.ask.resource, "rule": decision.outcome.rule,

@@ -49,9 +49,8 @@ class PolicyEngine:
     def __init__(self, collections: Mapping[str, Resource], bundle: PolicyBundle) -> None:
         self.collections = collections
         self.bundle = bundle
-        # resource name -> the visibilities worth asking about (`visibilities`): they depend on
-        # the resource and the bundle only, so they are worked out once per resource.
-        self._asked_visibilities: dict[str, tuple[str, ...]] = {}
+        # The visibilities asked about for each resource (fixed by the bundle), found once.
+        self._asked: dict[str, tuple[Resource, tuple[str, ...]]] = {}
 
     def can_read(self, principal: Principal, name: str | None,
                  ctx: RequestContext | None = None) -> bool:
@@ -69,22 +68,22 @@ class PolicyEngine:
         """The record visibilities this caller may see in a resource it can read."""
         resource = self.collections[name]
         seen = set()
-        for value in self._candidate_visibilities(name, resource):
+        for value in self._asked_visibilities(name, resource):
             ask = Ask("record_visibility", name, principal,
                       {"visibility": value, "collection_visibility": resource.visibility})
             if self._decide(ctx, ask) == "allow":
                 seen.add(value)
         return frozenset(seen)
 
-    def _candidate_visibilities(self, name: str, resource: Resource) -> tuple[str, ...]:
-        """`public`, the resource's own and every one a `record_visibility` rule names for it."""
-        found = self._asked_visibilities.get(name)
-        if found is None:
-            named = _named_visibilities(self.bundle.of_kind("record_visibility", shadow=True),
-                                        name)
-            found = self._asked_visibilities[name] = tuple(
-                sorted({"public", resource.visibility} | named))
-        return found
+    def _asked_visibilities(self, name: str, resource: Resource) -> tuple[str, ...]:
+        """Every visibility a record of the resource may have that a rule decides on."""
+        found = self._asked.get(name)
+        if found is not None and found[0] is resource:
+            return found[1]
+        named = _named_visibilities(self.bundle.of_kind("record_visibility", shadow=True), name)
+        asked = tuple(sorted({"public", resource.visibility} | named))
+        self._asked[name] = (resource, asked)
+        return asked
 
     def vectors_allowed(self, principal: Principal, name: str,
                         ctx: RequestContext | None = None) -> bool:
@@ -136,8 +135,8 @@ class PolicyEngine:
         # Decided before the upstream call, so an upstream that can filter is told (and the
         # hits are still checked in `after`).
         visible = self.visibilities(ctx.principal, query.collection or "", ctx)
-        return replace(query, fields=query.fields - refused, visible_records=visible,
-                       filters={**query.filters, "visibility": sorted(visible)})
+        return query.narrowed(query.fields - refused, visible,
+                              {**query.filters, "visibility": sorted(visible)})
 
     def after(self, ctx: RequestContext, query: Query, hits: list[Hit]) -> list[Hit]:
         """Strip refused vectors; remove every record the caller may not see (§12)."""

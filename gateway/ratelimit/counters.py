@@ -6,7 +6,8 @@ Redis costs two round trips through redis-py (about 150 µs of CPU each on this 
 bench/README.md). For the sliding-window counter in Redis, `RedisSlidingWindow`
 (gateway.ratelimit.redis_window) does the same arithmetic in one Lua script, the hits of one
 turn of the event loop in one round trip, for every Redis URL (`gateway.redis_url`: one server,
-a cluster, or through Sentinel); `rate_limits.sync: batched` answers from a local count kept in
+a cluster, or through Sentinel; a single server without TLS through the lean client of
+gateway.ratelimit.resp, a quarter of redis-py's CPU per call); `rate_limits.sync: batched` answers from a local count kept in
 step with Redis in batches instead (gateway.ratelimit.batched). gateway.ratelimit.stores picks
 one for a config.
 """

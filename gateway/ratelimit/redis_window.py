@@ -23,7 +23,9 @@ from urllib.parse import urlsplit
 
 import limits
 
+from gateway.ratelimit import resp
 from gateway.ratelimit.counters import Count, StoreUnavailable
+from gateway.ratelimit.resp import LeanRedis, Script
 from gateway.redis_url import connect, hash_tagged
 
 # Per key (KEYS[i]) and its three arguments (limit, window seconds, cost): the previous
@@ -120,9 +122,13 @@ _Waiting = tuple[str, int, int, int, "asyncio.Future[Tally]"]
 
 class RedisSlidingWindow:
     def __init__(self, url: str, key_prefix: str, timeout: float) -> None:
-        self._client = connect(url, timeout)
-        self._count = self._client.register_script(_COUNT)
-        self._sync = self._client.register_script(_SYNC)
+        # One server: the lean client (gateway.ratelimit.resp); TLS, Cluster, Sentinel: redis-py.
+        self._client: Any = LeanRedis(url, timeout) if resp.serves(url) else connect(url, timeout)
+        self._count = Script(_COUNT)
+        self._sync = Script(_SYNC)
+        self._registered = {} if isinstance(self._client, LeanRedis) else {
+            script.sha: self._client.register_script(script.source)
+            for script in (self._count, self._sync)}
         self._prefix = key_prefix
         self._one_per_call = urlsplit(url).scheme == "redis+cluster"
         self._waiting: list[_Waiting] = []
@@ -210,17 +216,19 @@ class RedisSlidingWindow:
         numbers = _numbers(flat, 3 * len(changes))
         return [Counts(*numbers[i:i + 3]) for i in range(0, len(numbers), 3)]
 
-    async def _each(self, calls: list[tuple[list[str], list[int]]], script: Any) -> list[Any]:
+    async def _each(self, calls: list[tuple[list[str], list[int]]], script: Script) -> list[Any]:
         """One call per key, concurrently (a cluster's keys are on slots of their own)."""
         return list(await asyncio.gather(*(self._run(script, keys, args)
                                            for keys, args in calls)))
 
-    async def _run(self, script: Any, keys: list[str], args: list[int]) -> Any:
+    async def _run(self, script: Script, keys: list[str], args: list[int]) -> Any:
         import redis.exceptions
 
         try:
-            return await script(keys=keys, args=args)
-        except (redis.exceptions.RedisError, OSError) as exc:
+            if isinstance(self._client, LeanRedis):
+                return await self._client.run(script, keys, args)
+            return await self._registered[script.sha](keys=keys, args=args)
+        except (redis.exceptions.RedisError, resp.ScriptError, OSError, TimeoutError) as exc:
             raise StoreUnavailable(type(exc).__name__) from exc
 
 

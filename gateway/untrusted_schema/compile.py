@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from jsonschema.exceptions import ValidationError, best_match
 
+from gateway.untrusted_schema.fast import FastCheck, fast_check
 from gateway.untrusted_schema.graph import (
     SchemaRefused,
     Subschemas,
@@ -33,7 +34,7 @@ from gateway.untrusted_schema.keywords import (
     regex_problem,
 )
 from gateway.untrusted_schema.metaschema import METASCHEMA, without_dialect
-from gateway.untrusted_schema.shape import shape_problem
+from gateway.untrusted_schema.shape import Shape, measure, shape_problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,16 +62,21 @@ class CompiledSchema:
     schema: Any
     validator: Any
     limits: Limits
+    fast: FastCheck | None = None  # what says "valid" cheaply, when the schema allows it
 
-    def errors(self, instance: Any, budget: Budget) -> list[ValidationError]:
+    def errors(self, instance: Any, budget: Budget,
+               shape: Shape | None = None) -> list[ValidationError]:
         """Every way `instance` fails the schema; `Unverifiable` when it is too big to check or
-        its check runs past `budget`."""
-        limits = self.limits
-        problem = shape_problem(instance, limits.max_input_depth, limits.max_input_values)
-        if problem is not None:
-            raise Unverifiable(problem)
+        its check runs past `budget`. `shape`: the instance's, when measured already within
+        `limits` (it is not measured again)."""
+        if shape is None:
+            shape = measure(instance, self.limits.max_input_depth, self.limits.max_input_values)
+        if shape.problem is not None:
+            raise Unverifiable(shape.problem)
         token = RUNNING.set(budget)
         try:
+            if self.fast is not None and self.fast.valid(instance, shape, budget):
+                return []
             return list(self.validator.iter_errors(instance))
         except RecursionError:
             raise Unverifiable("nested too deeply to check") from None
@@ -113,7 +119,7 @@ def _compile(schema: Any, limits: Limits) -> CompiledSchema:
     _check_pattern_sizes(graph, limits.max_pattern_instructions)
     runnable = without_dialect(schema)  # 2020-12 by now; a `$schema` would change the class
     validator = BoundedValidator(runnable, registry=registry_of(runnable))
-    return CompiledSchema(runnable, validator, limits)
+    return CompiledSchema(runnable, validator, limits, fast_check(graph, runnable))
 
 
 def _check_against_metaschema(schema: Any, where: str) -> None:

@@ -188,7 +188,8 @@ def _spending(check: Check) -> Check:
     return spend_then_check
 
 
-_KEYWORDS: dict[str, Check] = {
+# Each keyword's check before `_spending` (the fast path calls some of them from Rust).
+PYTHON_CHECKS: dict[str, Check] = {
     **Draft202012Validator.VALIDATORS,
     "pattern": _pattern,
     "patternProperties": _pattern_properties,
@@ -197,4 +198,4 @@ _KEYWORDS: dict[str, Check] = {
 }
 
 BoundedValidator = validators.extend(
-    Draft202012Validator, {name: _spending(check) for name, check in _KEYWORDS.items()})
+    Draft202012Validator, {name: _spending(check) for name, check in PYTHON_CHECKS.items()})

@@ -29,7 +29,7 @@ from gateway.untrusted_schema.compile import (
     compiled,
 )
 from gateway.untrusted_schema.keywords import Budget, BudgetExceeded
-from gateway.untrusted_schema.shape import shape_problem
+from gateway.untrusted_schema.shape import measure
 
 T = TypeVar("T")
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aigw-schema")
@@ -87,11 +87,18 @@ async def validate(schema: Any, instances: list[Any],
 def _inline(checker: CompiledSchema, instances: list[Any]) -> list[list[ValidationError]] | None:
     """The errors, when small instances check within `INLINE`; None when they must go to a
     thread (too many values, or the budget ran out: what they spent is thrown away)."""
-    if shape_problem(instances, checker.limits.max_input_depth + 1, INLINE.max_values):
-        return None
-    budget = Budget(INLINE.steps, time.monotonic() + INLINE.seconds,
-                    checker.limits.max_unique_items)
+    limits = checker.limits
+    room = INLINE.max_values - 1  # the list of instances counts as a value
+    shapes = []
+    for instance in instances:
+        shape = measure(instance, limits.max_input_depth, room)
+        if shape.problem is not None:
+            return None
+        room -= shape.values
+        shapes.append(shape)
+    budget = Budget(INLINE.steps, time.monotonic() + INLINE.seconds, limits.max_unique_items)
     try:
-        return [checker.errors(instance, budget) for instance in instances]
+        return [checker.errors(instance, budget, shape)
+                for instance, shape in zip(instances, shapes, strict=True)]
     except BudgetExceeded:
         return None

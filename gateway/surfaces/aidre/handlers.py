@@ -67,7 +67,8 @@ class AidreSurface:
         memo = Memo(collection.visibilities, collection.name, stages.caller_key(),
                     window.visible_values(query)) if collection.visibilities is not None else None
         source = window.Source(collection, self._operation(query), memo)
-        self.page = await window.gather(source, query, self.start, stages.page, stages.keep,
+        fetch = stages.page if "vectors" in query.fields else stages.page_without_vectors
+        self.page = await window.gather(source, query, self.start, fetch, stages.keep,
                                         window.Budget(self.settings.max_upstream_calls))
         return self.page.hits
 

@@ -66,7 +66,7 @@ def result(hit: Hit, collection: CompiledCollection, fields: frozenset[str]) -> 
         item["id"] = f"{collection.name}:{hit.id}"
     if hit.score is not None:
         item["score"] = round(hit.score, 6)
-    source = {k: hit.fields[k] for k in _SOURCE if hit.fields.get(k) is not None}
+    source = _source(hit)
     if source:
         item["source"] = source
     if "metadata" in fields:
@@ -80,10 +80,18 @@ def result(hit: Hit, collection: CompiledCollection, fields: frozenset[str]) -> 
 
 def metadata(hit: Hit, collection: CompiledCollection) -> dict[str, Any]:
     """The record's own visibility when it has one (never raised to the collection's)."""
-    extra = {k: v for k, v in hit.fields.items() if k not in _SOURCE and v is not None}
-    present = {k: v for k, v in hit.metadata.items() if v is not None}
-    return {**extra, **present,
-            "visibility": present.get("visibility", collection.settings.visibility)}
+    found = {k: v for k, v in hit.fields.items() if v is not None and k not in _SOURCE}
+    for name, value in hit.metadata.items():  # over the fields of the same name
+        if value is not None:
+            found[name] = value
+    if hit.metadata.get("visibility") is None:
+        found["visibility"] = collection.settings.visibility
+    return found
+
+
+def _source(hit: Hit) -> dict[str, Any]:
+    fields = hit.fields
+    return {k: value for k in _SOURCE if (value := fields.get(k)) is not None}
 
 
 def chunk(hit: Hit, collection: CompiledCollection, request_id: str) -> dict[str, Any]:
@@ -98,7 +106,7 @@ def chunk(hit: Hit, collection: CompiledCollection, request_id: str) -> dict[str
         "collection": collection.name, "text": text, "content_hash": content_hash}
     if meta.get("updated_at") is not None:
         document["updated_at"] = meta["updated_at"]
-    source = {k: hit.fields[k] for k in _SOURCE if hit.fields.get(k) is not None}
+    source = _source(hit)
     if source:
         document["source"] = source
     document["metadata"] = meta

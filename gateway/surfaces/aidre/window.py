@@ -102,7 +102,9 @@ def visible_values(query: Query) -> str:
 async def gather(source: Source, query: Query, start: Position, fetch: FetchPage,
                  visible: Visible, budget: Budget) -> Window:
     """The caller's page from `start`, and one visible record more to know if more follow."""
-    found: list[tuple[Position, Hit]] = []  # where each visible record was read, and it
+    # Each visible record, and where it was read: `index` records on from a batch's start
+    # (its Position is made only for the one a next page starts at).
+    found: list[tuple[Position, int, Hit]] = []
     position = start
     while len(found) <= query.top_k:
         if not budget.take():
@@ -112,7 +114,7 @@ async def gather(source: Source, query: Query, start: Position, fetch: FetchPage
         hits, at = batch.hits, batch.start
         resolved = await learn_visibility(source, hits, query, fetch_hits(fetch), budget)
         kept = {id(hit) for hit in visible(hits[:resolved])}
-        found += [(at.moved(index), hit)
+        found += [(at, index, hit)
                   for index, hit in enumerate(hits[:resolved]) if id(hit) in kept]
         if resolved < len(hits):
             resume = at.moved(resolved)
@@ -138,11 +140,12 @@ def fetch_hits(fetch: FetchPage) -> Fetch:
     return hits
 
 
-def _window(found: list[tuple[Position, Hit]], query: Query, resume: Position | None, *,
-            out_of_budget: bool = False, capped: bool = False) -> Window:
-    hits = [hit for _, hit in found[:query.top_k]]
+def _window(found: list[tuple[Position, int, Hit]], query: Query, resume: Position | None,
+            *, out_of_budget: bool = False, capped: bool = False) -> Window:
+    hits = [hit for _, _, hit in found[:query.top_k]]
     if len(found) > query.top_k:
-        return Window(hits, next_position=found[query.top_k][0])
+        at, index, _ = found[query.top_k]
+        return Window(hits, next_position=at.moved(index))
     if out_of_budget:
         return Window(hits, next_position=resume, truncated=True)
     return Window(hits, truncated=capped)

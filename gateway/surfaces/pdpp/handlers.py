@@ -23,12 +23,14 @@ from gateway.exchange import Exchange
 from gateway.handles import Stages
 from gateway.model import Principal, TokenKind
 from gateway.pipeline import Listing
+from gateway.policy.decisions import Again
 from gateway.policy.rules import Ask
 from gateway.surface import SurfaceRoute
 from gateway.surfaces.cursors import CursorSigner, InvalidCursor
 from gateway.surfaces.pdpp import filters, render, request, search
 from gateway.surfaces.pdpp.config import Pdpp
 from gateway.surfaces.pdpp.keys import grant_digest, page_key
+from gateway.surfaces.pdpp.memo import Decided, Memo
 from gateway.surfaces.pdpp.metadata import lexical_served, semantic_served
 from gateway.surfaces.pdpp.policy_rules import readable
 from gateway.surfaces.pdpp.projection import (
@@ -56,6 +58,21 @@ from gateway.surfaces.pdpp.threads import over_records
 Handler = Callable[["PdppService", "Call"], Awaitable[Response]]
 # A page of records as rendered, and the position its cursor continues after (None: the end).
 Page = tuple[list[dict[str, Any]], list[Any] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """What a records request asks for of a stream it may read."""
+
+    access: Access
+    limit: int
+    order: str
+    wanted: frozenset[str] | None
+    filters: list[filters.Filter]
+
+    @property
+    def field(self) -> str | None:
+        return self.access.order_field
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +154,7 @@ class PdppService:
         self.streams = streams
         self.cursors = CursorSigner(secret, pdpp.cursor_ttl)
         self.store = store
+        self.memo = Memo()
 
     def routes(self) -> list[SurfaceRoute]:
         base = self.pdpp.base_path
@@ -168,7 +186,7 @@ class PdppService:
         return render.error_response(error, exchange.request_id, version)
 
     def version(self, http: Request) -> str:
-        sent = http.headers.get(render.VERSION_HEADER)
+        sent = render.sent_version(http.scope)
         if sent is None:
             return self.pdpp.versions[0]
         if sent.strip() not in self.pdpp.versions:
@@ -188,49 +206,71 @@ class PdppService:
     async def list_streams(self, exchange: Exchange) -> Response:
         version = self.admitted(exchange)
         principal = exchange.principal
-        request.parse(exchange.request.query_params.multi_items(), frozenset(),
+        request.parse(request.items(exchange.request), frozenset(),
                       owner=is_owner(principal))
         check_grant(principal, self.streams)
         return exchange.pipeline.listing(StreamList(self.streams, principal, version), exchange)
 
     @_pdpp
     async def stream_metadata(self, call: Call) -> Response:
-        request.parse(call.http.query_params.multi_items(), frozenset(), owner=_owner(call))
+        request.parse(request.items(call.http), frozenset(), owner=_owner(call))
         stream = self._grantee(call).readable_stream(call.http.path_params["stream"])
         return render.json_response(self._metadata(stream), call.ctx.request_id, call.version)
 
     @_pdpp
     async def list_records(self, call: Call) -> Response:
         owner = _owner(call)
-        params = request.parse(call.http.query_params.multi_items(),
+        params = request.parse(request.items(call.http),
                                frozenset({"limit", "cursor", "order", "fields"}),
                                owner=owner, filters=owner, records=True)
-        access = self._grantee(call).stream(call.http.path_params["stream"])
-        limit = request.limit(params, request.RECORDS_DEFAULT_LIMIT, request.RECORDS_MAX_LIMIT)
-        order = request.order(params)
-        wanted = narrowed(access, params.get("fields"))
+        access = self._access(call, call.http.path_params["stream"])
+        asked = Listed(access, request.limit(params, request.RECORDS_DEFAULT_LIMIT,
+                                             request.RECORDS_MAX_LIMIT),
+                       request.order(params), narrowed(access, params.get("fields")),
+                       params.filters)
         filters.check(params.filters, access)
-        field = access.order_field
-        binding = {"e": "records", "s": access.stream.name, "o": order, "k": field,
-                   "f": _filters(params.filters), "g": grant_digest(call.principal)}
-        position = self._position(params.get("cursor"), binding)
+        cursor = params.get("cursor")
+        position = self._position(cursor, self._binding(asked, call)) \
+            if cursor is not None else None
         entry = await self._entry(access.stream, call)
-        captured = entry.snapshot.captured_at
-        key = page_key(entry.serial, access, field, order, position, params.filters, limit,
-                        wanted)
+        # The body is all the query's, the copy's and the caller's (the cursor is bound to it).
+        pipeline, memo_key = call.exchange.pipeline, (
+            entry.serial, access.stream.name, bytes(call.http.scope.get("query_string", b"")))
+        body = self.memo.body(call.principal, pipeline, memo_key)
+        if body is None:
+            document = await self._records(call, asked, entry, position, params)
+            body = orjson.dumps(document)
+            self.memo.keep_body(call.principal, pipeline, memo_key, body,
+                                "next_cursor" in document)
+        return render.encoded_response(body, call.ctx.request_id, call.version)
+
+    async def _records(self, call: Call, asked: Listed, entry: Entry,
+                       position: list[Any] | None, params: request.Params) -> dict[str, Any]:
+        """The page of records after `position`, as a document."""
+        access = asked.access
+        key = page_key(entry.serial, access, asked.field, asked.order, position, asked.filters,
+                        asked.limit, asked.wanted)
         page = self.store.pages.get(key) if key is not None else None
         if page is None:
-            page = await self._page(entry, access, field, order, position, params.filters,
-                                    limit, wanted)
+            page = await self._page(entry, access, asked.field, asked.order, position,
+                                    asked.filters, asked.limit, asked.wanted)
             if key is not None:
                 self.store.pages.put(key, page, 200 + len(orjson.dumps(page[0])))
         data, last = page
-        cursor = self.cursors.issue_position(binding, last) if last is not None else None
+        cursor = self.cursors.issue_position(self._binding(asked, call), last) \
+            if last is not None else None
         document = render.page(
             f"{self.pdpp.base_path}/v1/streams/{access.stream.name}/records", data, cursor,
             request.meta(params))
-        document["freshness"] = {"status": "current", "captured_at": captured}
-        return render.json_response(document, call.ctx.request_id, call.version)
+        document["freshness"] = {"status": "current", "captured_at": entry.snapshot.captured_at}
+        return document
+
+    @staticmethod
+    def _binding(asked: Listed, call: Call) -> dict[str, Any]:
+        """What a records cursor is bound to: the stream, order, filters, and who asks under
+        which grant."""
+        return {"e": "records", "s": asked.access.stream.name, "o": asked.order,
+                "k": asked.field, "f": _filters(asked.filters), "g": grant_digest(call.principal)}
 
     @staticmethod
     async def _page(entry: Entry, access: Access, field: str | None, order: str,
@@ -261,9 +301,9 @@ class PdppService:
 
     @_pdpp
     async def get_record(self, call: Call) -> Response:
-        params = request.parse(call.http.query_params.multi_items(), frozenset({"fields"}),
+        params = request.parse(request.items(call.http), frozenset({"fields"}),
                                owner=_owner(call), records=True)
-        access = self._grantee(call).stream(call.http.path_params["stream"])
+        access = self._access(call, call.http.path_params["stream"])
         wanted = narrowed(access, params.get("fields"))
         key = call.http.path_params["key"]
         if not access.permits_key(key):  # outside the grant's resources: not even asked for
@@ -290,7 +330,7 @@ class PdppService:
         return await self._search(call, semantic=True)
 
     async def _search(self, call: Call, *, semantic: bool) -> Response:
-        params = request.parse(call.http.query_params.multi_items(),
+        params = request.parse(request.items(call.http),
                                frozenset({"q", "limit", "cursor"}), owner=_owner(call),
                                filters=True, streams=True)
         q = (params.get("q") or "").strip()
@@ -337,6 +377,22 @@ class PdppService:
         """The caller's grant, its stream and field decisions taken by the pipeline."""
         return Grantee(call.principal, self.streams,
                        functools.partial(call.exchange.pipeline.permitted, call.exchange))
+
+    def _access(self, call: Call, name: str) -> Access:
+        """The caller's access to a stream (`Grantee.stream`): remembered for this principal
+        under this pipeline's policy with the decisions that made it, which are noted again."""
+        pipeline = call.exchange.pipeline
+        found = self.memo.access(call.principal, pipeline, name)
+        if found is None:
+            ctx = call.ctx
+            taken = len(ctx.decisions)
+            access = self._grantee(call).stream(name)
+            self.memo.keep_access(Decided(call.principal, pipeline, access,
+                                          Again.of(ctx.decisions[taken:])))
+            return access
+        check_grant(call.principal, self.streams)  # its expiry: every request
+        pipeline.permitted_again(call.exchange, found.decisions)
+        return found.access
 
     @staticmethod
     def _search_scope(grantee: Grantee, names: list[str]) -> list[Access]:

@@ -3,6 +3,7 @@ spec-core §8 (`{"error": {type, code, message, param?, request_id}}`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -15,6 +16,8 @@ from gateway.surfaces.pdpp.search import Found
 from gateway.surfaces.pdpp.streams import Record
 
 VERSION_HEADER = "pdpp-version"
+_VERSION = VERSION_HEADER.encode()
+_NOT_STORED = ((b"cache-control", b"no-store"), (b"vary", b"Authorization"))
 
 # The gateway's own failures in PDPP's vocabulary (spec-core §8), by the gateway's code.
 _CODES = {
@@ -32,11 +35,34 @@ _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permi
           413: "invalid_request_error", 429: "rate_limit_error"}
 
 
+def sent_version(scope: Mapping[str, Any]) -> str | None:
+    """The request's PDPP-Version header, as `Request.headers` reads it (the first one sent),
+    without making the mapping."""
+    for name, value in scope["headers"]:
+        if name == _VERSION:
+            return str(value.decode("latin-1"))
+    return None
+
+
 def json_response(document: Any, request_id: str, version: str, status: int = 200,
                   headers: dict[str, str] | None = None) -> Response:
-    fields = {"request-id": request_id, "cache-control": "no-store", "vary": "Authorization",
-              **({VERSION_HEADER: version} if version else {}), **(headers or {})}
-    return Response(orjson.dumps(document), status, fields, "application/json")
+    return encoded_response(orjson.dumps(document), request_id, version, status, headers)
+
+
+def encoded_response(body: bytes, request_id: str, version: str, status: int = 200,
+                     headers: dict[str, str] | None = None) -> Response:
+    """A JSON body already encoded, with PDPP's headers."""
+    if headers:
+        fields = {"request-id": request_id, "cache-control": "no-store", "vary": "Authorization",
+                  **({VERSION_HEADER: version} if version else {}), **headers}
+        return Response(body, status, fields, "application/json")
+    # As Starlette makes them from a mapping, in the same order, without making one.
+    response = Response(body, status, None, "application/json")
+    raw = [(b"request-id", request_id.encode("latin-1")), *_NOT_STORED]
+    if version:
+        raw.append((_VERSION, version.encode("latin-1")))
+    response.raw_headers = raw + response.raw_headers  # content-length, content-type
+    return response
 
 
 def error_response(error: GatewayError, request_id: str, version: str = "") -> Response:

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.requests import Request
 
 from gateway.errors import GatewayError
 from gateway.integers import ascii_int
@@ -12,6 +17,7 @@ from gateway.surfaces.pdpp.filters import Filter, parse_filter
 
 RECORDS_MAX_LIMIT = 100
 RECORDS_DEFAULT_LIMIT = 25
+_REMEMBERED_QUERY = 512  # bytes: a longer query string is parsed each time, never kept
 
 
 @dataclass(slots=True)
@@ -29,7 +35,23 @@ def invalid(message: str, param: str | None = None, code: str = "invalid_request
     return GatewayError(400, code, message, {"param": param} if param else {})
 
 
-def parse(items: list[tuple[str, str]], allowed: frozenset[str], *, owner: bool,
+def items(http: Request) -> tuple[tuple[str, str], ...]:
+    """The query's parameters in order, as Starlette's `query_params` has them; a short query
+    asked again (a busy caller's) is parsed once."""
+    query: bytes = http.scope.get("query_string", b"")
+    return _items(query) if len(query) <= _REMEMBERED_QUERY else _parsed(query)
+
+
+@functools.lru_cache(maxsize=256)
+def _items(query: bytes) -> tuple[tuple[str, str], ...]:
+    return _parsed(query)
+
+
+def _parsed(query: bytes) -> tuple[tuple[str, str], ...]:
+    return tuple(parse_qsl(query.decode("latin-1"), keep_blank_values=True))
+
+
+def parse(items: Iterable[tuple[str, str]], allowed: frozenset[str], *, owner: bool,
           filters: bool = False, streams: bool = False, records: bool = False) -> Params:
     """The parameters of one request; `allowed` are the plain names this endpoint takes."""
     params = Params()
