@@ -145,3 +145,36 @@ def test_config_entitlements_are_rules_the_tool_can_see(backend, echo, tmp_path:
     assert loaded.bundle is not None
     rule = loaded.bundle.rule("config:aidip.agents.partner-only.clients")
     assert rule is not None and rule.when.clients == ["partner"]
+
+
+def test_the_policy_stage_notes_the_same_decisions_when_it_answers_from_memory():
+    from gateway.context import RequestContext
+    from gateway.model import Query
+    from gateway.policy.engine import PolicyEngine
+
+    class Source:
+        public, scopes, returns_vectors = True, frozenset(), False
+        visibility, records_carry_visibility = "public", True
+
+    rules = bundle({"id": "internal", "kind": "record_visibility", "collection": "articles",
+                    "visibility": "internal", "when": {"scopes": ["vectors:read"]}},
+                   {"id": "no-bots", "kind": "aip_retrieve", "effect": "deny",
+                    "platforms": ["bot"]},
+                   {"id": "read", "kind": "collection_read", "collection": "articles"})
+    engine = PolicyEngine({"articles": Source()}, rules)
+
+    def decided(principal: Principal, platform: str) -> tuple[object, list[tuple]]:
+        ctx = RequestContext("r", "POST", "/", "127.0.0.1", principal=principal, surface="aip")
+        ask = Ask("aip_retrieve", "retrieve", principal, {"platform": platform})
+        found = engine.before(ctx, Query(collection="articles", asks=(ask,)))
+        return found, [(d.ask.kind, d.ask.resource, d.outcome.effect, d.outcome.rule)
+                       for d in ctx.decisions]
+
+    first, noted = decided(PARTNER, "assistant")
+    again, noted_again = decided(PARTNER, "assistant")  # from memory
+    assert noted_again == noted and len(noted) == 4
+    assert again.visible_records == first.visible_records == frozenset({"public", "internal"})
+    stranger = Principal("s", "stranger", frozenset(), TokenKind.CLIENT)
+    assert decided(stranger, "assistant")[0].visible_records == frozenset({"public"})
+    assert decided(PARTNER, "bot")[0].outcome.value == "deny"  # a denial is never remembered
+    assert decided(PARTNER, "bot")[0].outcome.value == "deny"
