@@ -10,6 +10,9 @@ every reader goes through: the passthrough proxy and surface handlers alike.
 from __future__ import annotations
 
 import asyncio
+import types
+from collections.abc import Awaitable, Generator
+from typing import Any, cast
 
 from gateway.asgi import Message, RawHeaders, Receive
 from gateway.errors import GatewayError
@@ -41,13 +44,63 @@ def timed_receive(receive: Receive, idle: float, total: float) -> Receive:
         now = loop.time()
         if deadline is None:
             deadline = now + total
-        try:
-            async with asyncio.timeout(max(0.0, min(idle, deadline - now))):
-                message = await receive()
-        except TimeoutError:
-            raise body_timeout_error() from None
+        pending = receive()
+        waits, step = _first_step(pending)
+        if waits:
+            try:
+                async with asyncio.timeout(max(0.0, min(idle, deadline - now))):
+                    message = await _driven_on(pending, step)
+            except TimeoutError:
+                raise body_timeout_error() from None
+        else:
+            message = step
         if message["type"] != "http.request" or not message.get("more_body", False):
             ended = True
         return message
 
     return timed
+
+
+
+def _first_step(pending: Awaitable[Message]) -> tuple[bool, Any]:
+    """Run `receive()`'s coroutine up to its first wait: (True, what it yielded) when it waits,
+    (False, its message) when it finished without waiting. A body already read from the
+    socket (most are, with the head) is so taken without arming a timer: the timer guards
+    waiting for the client, and no wait has begun."""
+    if not isinstance(pending, types.CoroutineType):  # another awaitable: timed as a whole
+        return True, _Whole(pending)
+    try:
+        return True, pending.send(None)
+    except StopIteration as finished:
+        return False, finished.value
+
+
+class _Whole:
+    """An awaitable `_driven_on` awaits whole (it was never started)."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Awaitable[Message]) -> None:
+        self.awaitable = awaitable
+
+
+@types.coroutine
+def _driven_on(pending: Any, yielded: Any) -> Generator[Any, Any, Message]:
+    """The rest of a coroutine whose first step yielded `yielded`: each value it yields goes
+    to the task, and each result or exception (a cancellation) back to it, as `await` does."""
+    if isinstance(yielded, _Whole):
+        return (yield from yielded.awaitable.__await__())
+    try:
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                raise
+            except BaseException as exc:  # thrown in by the task: passed on as it is
+                yielded = pending.throw(exc)
+            else:
+                yielded = pending.send(sent)
+    except StopIteration as finished:
+        return cast(Message, finished.value)
+    finally:
+        pending.close()

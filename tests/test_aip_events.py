@@ -79,6 +79,25 @@ def test_an_access_event_is_valid_and_counts_chunks_and_tokens():
     assert built["timestamp"].endswith("Z") and built["event_id"] != event(1)["event_id"]
 
 
+def test_access_events_keep_their_id_and_timestamp_forms():
+    import re
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    built = [access_event(request_id="r", publisher_id="p", publisher_domain="example.com",
+                          platform_id="a", chunks_returned=1, token_count=1)
+             for _ in range(600)]  # past one page of randomness
+    ids = [event["event_id"] for event in built]
+    assert len(set(ids)) == len(ids)
+    for event_id in ids:
+        assert event_id.startswith("evt_") and uuid.UUID(event_id[4:]).version == 4
+        assert uuid.UUID(event_id[4:]).hex == event_id[4:]
+    stamp = built[-1]["timestamp"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp)
+    when = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    assert abs(datetime.now(UTC) - when) < timedelta(seconds=5)
+
+
 def test_a_valid_citation_event_passes():
     assert schema_errors(CITATION) == []
     assert citation_problem(CITATION) is None

@@ -98,3 +98,29 @@ def test_a_body_only_jsonschema_accepts_is_accepted_as_before():
     body["intent"]["domain"] = "support\n"  # Python's `$` matches before a final newline
     assert not _conforms(body)
     assert parse_retrieve(body).domain == "support\n"
+
+
+def test_a_short_body_skips_the_shape_walk_only_where_the_walk_finds_nothing():
+    from gateway.surfaces.aip.bounds import (
+        MAX_DEPTH,
+        MAX_STRING_CHARS,
+        _small,
+        _within,
+        shape_problem,
+    )
+
+    def nested(levels: int) -> Any:
+        document: Any = "x"
+        for _ in range(levels):
+            document = [document]
+        return document
+
+    bodies = [nested(MAX_DEPTH), nested(MAX_DEPTH + 1), {"a": "é" * (MAX_STRING_CHARS // 2)},
+              {"a": "b" * MAX_STRING_CHARS}, {"b" * (MAX_STRING_CHARS - 8): 1},
+              {"q": "\\u00e9" * 300}, {"runtime": {"query_text": "long " * 100}}]
+    limits = {("runtime", "query_text"): 50}
+    for document in bodies:
+        raw = json.dumps(document, ensure_ascii=False).encode()
+        assert shape_problem(document, limits, raw) == shape_problem(document, limits)
+        assert _within(document) or not _small(raw)  # the shortcut never skips a fault
+    assert shape_problem(nested(MAX_DEPTH + 1)) is not None

@@ -98,3 +98,38 @@ def test_a_slow_trailer_gets_408(gateway: Gateway):
         sock.sendall(post_head("/echo/upload", None) + b"5\r\nhello\r\n0\r\nT: a")
         raw = answer_after(sock, b"b" * 30)
     assert_refused(*parse(raw), 408, "request_timeout")
+
+
+def test_a_timed_receive_arms_its_timer_only_for_a_wait_and_passes_cancellation_on():
+    import asyncio
+
+    from gateway.bodytimer import timed_receive
+    from gateway.errors import GatewayError
+
+    async def scenario() -> None:
+        arrived = asyncio.Event()
+
+        async def ready() -> dict:
+            return {"type": "http.request", "body": b"now", "more_body": True}
+
+        async def later() -> dict:
+            await arrived.wait()
+            return {"type": "http.request", "body": b"later", "more_body": False}
+
+        async def never() -> dict:
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        assert (await timed_receive(ready, 1, 5)())["body"] == b"now"
+        asyncio.get_running_loop().call_later(0.05, arrived.set)
+        assert (await timed_receive(later, 1, 5)())["body"] == b"later"
+        with pytest.raises(GatewayError) as refused:
+            await timed_receive(never, 0.05, 5)()
+        assert refused.value.status == 408
+        waiting = asyncio.ensure_future(timed_receive(never, 5, 5)())
+        await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(scenario())

@@ -57,6 +57,31 @@ def test_a_resource_no_rule_selects_gets_the_kind_default():
     assert (unruled.effect, unruled.rule) == ("deny", None)  # vector_return: deny
 
 
+def test_an_outcome_is_remembered_per_principal_and_ask_and_never_crosses_callers():
+    rules = bundle(vectors("partners", when={"clients": ["partner"]}))
+    first = rules.decide(Ask("vector_return", "articles", PARTNER))
+    assert rules.decide(Ask("vector_return", "articles", PARTNER)) is first  # from memory
+    # An equal but distinct principal, another caller, another resource: decided afresh.
+    twin = Principal("p", "partner", frozenset({"vectors:read"}), TokenKind.CLIENT)
+    assert rules.decide(Ask("vector_return", "articles", twin)).effect == "allow"
+    assert rules.decide(Ask("vector_return", "articles", BOT)).effect == "deny"
+    assert rules.decide(Ask("vector_return", "staff", PARTNER)).rule is None
+    # An unhashable attribute is decided every time, all the same.
+    listed = Ask("aip_retrieve", "retrieve", PARTNER, {"platform": "x", "uses": ["training"]})
+    assert rules.decide(listed).effect == "allow"
+
+
+def test_remembered_outcomes_are_bounded(monkeypatch: pytest.MonkeyPatch):
+    from gateway.policy import bundle as bundle_module
+
+    monkeypatch.setattr(bundle_module, "DECISIONS_KEPT", 8)
+    rules = bundle(vectors("partners", when={"clients": ["partner"]}))
+    for index in range(50):
+        outcome = rules.decide(Ask("aip_retrieve", "retrieve", PARTNER, {"platform": f"p{index}"}))
+        assert outcome.effect == "allow"
+    assert len(rules._decided) <= 8
+
+
 def test_the_most_specific_route_decides_and_shadow_rules_change_nothing():
     rules = bundle({"id": "api", "kind": "route", "path": "/api", "public": True},
                    {"id": "users", "kind": "route", "path": "/api/users",
@@ -120,3 +145,36 @@ def test_config_entitlements_are_rules_the_tool_can_see(backend, echo, tmp_path:
     assert loaded.bundle is not None
     rule = loaded.bundle.rule("config:aidip.agents.partner-only.clients")
     assert rule is not None and rule.when.clients == ["partner"]
+
+
+def test_the_policy_stage_notes_the_same_decisions_when_it_answers_from_memory():
+    from gateway.context import RequestContext
+    from gateway.model import Query
+    from gateway.policy.engine import PolicyEngine
+
+    class Source:
+        public, scopes, returns_vectors = True, frozenset(), False
+        visibility, records_carry_visibility = "public", True
+
+    rules = bundle({"id": "internal", "kind": "record_visibility", "collection": "articles",
+                    "visibility": "internal", "when": {"scopes": ["vectors:read"]}},
+                   {"id": "no-bots", "kind": "aip_retrieve", "effect": "deny",
+                    "platforms": ["bot"]},
+                   {"id": "read", "kind": "collection_read", "collection": "articles"})
+    engine = PolicyEngine({"articles": Source()}, rules)
+
+    def decided(principal: Principal, platform: str) -> tuple[object, list[tuple]]:
+        ctx = RequestContext("r", "POST", "/", "127.0.0.1", principal=principal, surface="aip")
+        ask = Ask("aip_retrieve", "retrieve", principal, {"platform": platform})
+        found = engine.before(ctx, Query(collection="articles", asks=(ask,)))
+        return found, [(d.ask.kind, d.ask.resource, d.outcome.effect, d.outcome.rule)
+                       for d in ctx.decisions]
+
+    first, noted = decided(PARTNER, "assistant")
+    again, noted_again = decided(PARTNER, "assistant")  # from memory
+    assert noted_again == noted and len(noted) == 4
+    assert again.visible_records == first.visible_records == frozenset({"public", "internal"})
+    stranger = Principal("s", "stranger", frozenset(), TokenKind.CLIENT)
+    assert decided(stranger, "assistant")[0].visible_records == frozenset({"public"})
+    assert decided(PARTNER, "bot")[0].outcome.value == "deny"  # a denial is never remembered
+    assert decided(PARTNER, "bot")[0].outcome.value == "deny"

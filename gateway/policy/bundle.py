@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import TypeAdapter
 
@@ -18,7 +18,12 @@ from gateway.policy.kinds import RawRule, RuleKind
 from gateway.policy.rules import Ask, Outcome, Rule, evaluate
 
 if TYPE_CHECKING:
+    from gateway.model import Principal
     from gateway.settings import Settings
+
+# Outcomes a bundle remembers (see `PolicyBundle._evaluate`); when full, it starts over. The
+# bound keeps callers who vary what they ask (platform names, say) from growing it without end.
+DECISIONS_KEPT: Final = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +34,8 @@ class PolicyBundle:
     files: Mapping[str, str] = field(default_factory=dict)  # rule id -> policy file stem
     # (kind, with shadow rules) -> rules, built once: decisions are on the request path.
     _index: dict[tuple[str, bool], list[Rule]] = field(init=False, repr=False, compare=False)
+    _decided: dict[tuple[Any, ...], tuple[Principal, Outcome]] = field(
+        init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index: dict[tuple[str, bool], list[Rule]] = {}
@@ -37,6 +44,7 @@ class PolicyBundle:
             if rule.mode == "enforce":
                 index.setdefault((rule.kind, False), []).append(rule)
         object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_decided", {})
 
     def of_kind(self, kind: str, *, shadow: bool = False) -> list[Rule]:
         """Enforced rules of a kind; with `shadow`, the shadow rules too."""
@@ -58,6 +66,27 @@ class PolicyBundle:
         return self._evaluate(ask, shadow=True)
 
     def _evaluate(self, ask: Ask, *, shadow: bool) -> Outcome:
+        """The rules' outcome, remembered: it depends on nothing but the ask (its kind,
+        resource, principal and attributes) and this bundle's rules, which never change, so the
+        same caller asking the same again (every request of a busy client) is answered from
+        memory. The principal is taken by identity (the auth cache hands a client the same one
+        each time; a grant makes it unhashable): the entry holds it, so no other principal can
+        take its id while the entry lasts. An ask with an unhashable attribute is decided each
+        time."""
+        key = (id(ask.principal), ask.kind, ask.resource, tuple(ask.attributes.items()), shadow)
+        try:
+            found = self._decided.get(key)
+        except TypeError:  # unhashable: decide it every time
+            return self._decide(ask, shadow)
+        if found is not None and found[0] is ask.principal:
+            return found[1]
+        outcome = self._decide(ask, shadow)
+        if len(self._decided) >= DECISIONS_KEPT:
+            self._decided.clear()
+        self._decided[key] = (ask.principal, outcome)
+        return outcome
+
+    def _decide(self, ask: Ask, shadow: bool) -> Outcome:
         kind = self.kinds[ask.kind]
         return evaluate(self._index.get((ask.kind, shadow), []), ask, kind.default_for(ask),
                         most_specific=kind.most_specific)

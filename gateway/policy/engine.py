@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Final, Protocol
 
 from gateway.context import RequestContext
 from gateway.model import Decision, Hit, Principal, Query, deny
 from gateway.policy.bundle import PolicyBundle
-from gateway.policy.decisions import note
+from gateway.policy.decisions import Again, note, note_again
 from gateway.policy.rules import Ask, Rule
 
 # Result parts no collection can produce: asking for them follows `Query.strict_fields`.
 UNAVAILABLE_PARTS = frozenset({"semantic_payload"})
+# What `before` allowed, remembered for this many (caller, query) pairs; then it starts over.
+BEFORE_KEPT: Final = 1024
 
 
 class Resource(Protocol):
@@ -51,6 +53,9 @@ class PolicyEngine:
         self.bundle = bundle
         # The visibilities asked about for each resource (fixed by the bundle), found once.
         self._asked: dict[str, tuple[Resource, tuple[str, ...]]] = {}
+        # What `before` allowed: key -> (the caller, parts refused, visibilities, decisions).
+        self._before: dict[tuple[Any, ...], tuple[Principal, frozenset[str],
+                                                  frozenset[str] | None, Again]] = {}
 
     def can_read(self, principal: Principal, name: str | None,
                  ctx: RequestContext | None = None) -> bool:
@@ -112,6 +117,31 @@ class PolicyEngine:
         return found
 
     def before(self, ctx: RequestContext, query: Query) -> Query | Decision:
+        """The query narrowed to what the caller may have, or the denial. What it allows is
+        remembered per caller (by identity, as `PolicyBundle` does) and what decides it (the
+        surface, the query's asks, resource and asked-for parts): the same caller asking the
+        same again has the same decisions noted again (`note_again`) without taking them."""
+        key = _before_key(ctx, query)
+        if key is not None:
+            found = self._before.get(key)
+            if found is not None and found[0] is ctx.principal:
+                _, refused, visible, again = found
+                note_again(ctx, again)
+                if visible is None:
+                    return query
+                return query.narrowed(query.fields - refused, visible,
+                                      {**query.filters, "visibility": sorted(visible)})
+        start = len(ctx.decisions)
+        decided = self._decide_before(ctx, query)
+        if key is not None and isinstance(decided, Query):
+            if len(self._before) >= BEFORE_KEPT:
+                self._before.clear()
+            self._before[key] = (ctx.principal, query.fields - decided.fields,
+                                 decided.visible_records if query.collection is not None
+                                 else None, Again.of(ctx.decisions[start:]))
+        return decided
+
+    def _decide_before(self, ctx: RequestContext, query: Query) -> Query | Decision:
         for ask in query.asks:
             denial = self._refusal(ctx, ask)
             if denial is not None:
@@ -167,6 +197,21 @@ class PolicyEngine:
         if ctx is not None:
             note(ctx, ctx.surface, ask, outcome, self.bundle.shadow(ask))
         return outcome.effect
+
+
+def _before_key(ctx: RequestContext, query: Query) -> tuple[Any, ...] | None:
+    """What `before` decides on, or None when it cannot be a key (an ask for another
+    principal than the caller, an unhashable attribute)."""
+    principal = ctx.principal
+    if any(ask.principal is not principal for ask in query.asks):
+        return None
+    asks = tuple((ask.kind, ask.resource, tuple(ask.attributes.items())) for ask in query.asks)
+    key = (id(principal), ctx.surface, query.collection, query.fields, query.strict_fields, asks)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def record_visibility(resource: Resource, hit: Hit) -> str | None:

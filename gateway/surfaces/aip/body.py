@@ -24,7 +24,7 @@ def parse_json(raw: bytes, content_type: str, string_limits: Mapping[Path, int] 
     media_type = content_type.split(";")[0].strip().lower()
     if media_type != MEDIA_TYPE:
         return body, GatewayError(415, "invalid_request", "Send the body as application/json.")
-    problem = shape_problem(body, string_limits)
+    problem = shape_problem(body, string_limits, raw)
     if problem is not None:
         path, complaint = problem
         return body, invalid(f"The request body at {where(path, '/')} is {complaint}.")

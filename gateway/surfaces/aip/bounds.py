@@ -18,16 +18,25 @@ MAX_STRING_CHARS = 2048
 Path = tuple[str, ...]
 
 
-def shape_problem(document: Any, string_limits: Mapping[Path, int] | None = None
-                  ) -> tuple[Path, str] | None:
+def shape_problem(document: Any, string_limits: Mapping[Path, int] | None = None,
+                  raw: bytes | None = None) -> tuple[Path, str] | None:
     """(path, complaint) for the first place the document is too deep or a string too long;
     `string_limits` sets another bound for the string at some paths (longer or shorter).
+    `raw`, the JSON the document was parsed from, may spare the walk (`_small`).
 
     A first pass stacks only containers, with their depth, and checks scalars in place; the
     paths are built only when it finds something, so an accepted body costs one cheap pass."""
     limits = string_limits or {}
-    problem = None if _within(document) else _locate(document, limits)
+    within = (raw is not None and _small(raw)) or _within(document)
+    problem = None if within else _locate(document, limits)
     return problem or _limited_problem(document, limits)
+
+
+def _small(raw: bytes) -> bool:
+    """Whether JSON this short, with this few brackets, is surely within the bounds: a string
+    or name takes at least a byte per character, and each level of nesting an opening bracket
+    (brackets inside strings only make this answer no more often)."""
+    return len(raw) <= MAX_STRING_CHARS and raw.count(b"{") + raw.count(b"[") <= MAX_DEPTH
 
 
 def _within(document: Any) -> bool:

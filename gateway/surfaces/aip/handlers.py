@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import errors
+from gateway.caching import BoundedCache
 from gateway.context import RequestContext
 from gateway.errors import GatewayError
 from gateway.exchange import Exchange
@@ -23,13 +24,20 @@ from gateway.policy.rules import Ask
 from gateway.surface import Admission, SurfaceRoute
 from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json
-from gateway.surfaces.aip.chunks import Chunk, Cutter, select, withheld_whole
+from gateway.surfaces.aip.chunks import Chunk, Cutter, Piece, select, withheld_whole
 from gateway.surfaces.aip.config import Aip
 from gateway.surfaces.aip.events import EventSink, access_event
 from gateway.surfaces.aip.gate import Gate, check_platform
 from gateway.surfaces.aip.intake import EventIntake, store_event
 from gateway.surfaces.aip.ledger import EventLedger
-from gateway.surfaces.aip.policy import AipPolicy, pick_source, refusal, unsupported
+from gateway.surfaces.aip.policy import (
+    AipPolicy,
+    Denial,
+    access_refusal,
+    pick_source,
+    scope_refusal,
+    unsupported,
+)
 from gateway.surfaces.aip.request import (
     QUERY_PATH,
     RetrieveRequest,
@@ -44,7 +52,7 @@ from gateway.surfaces.aip.signed import (
     answer_of,
     content_type,
 )
-from gateway.surfaces.aip.sources import CompiledSource, pieces, read_hits
+from gateway.surfaces.aip.sources import CompiledSource, Text, read_hits, texts
 from gateway.surfaces.aip.tokens import TokenCounter
 from gateway.surfaces.aip.wiring import Wiring
 
@@ -85,6 +93,13 @@ class Retriever:
         self.ledger = ledger
         self.sources = sources
         self.cutter = Cutter(TokenCounter(aip.retrieval.encoding), aip.retrieval.chunk_tokens)
+        self._intents: dict[tuple[tuple[str, ...], str | None],
+                            tuple[Denial | None, str | None]] = {}
+        # (texts, query, whole allowed) -> what `cut` chose from them: what the same query
+        # over the same texts always gives, so a busy query's answer is chosen once.
+        self._chosen: BoundedCache[tuple[tuple[Text, ...], str, bool],
+                                   tuple[tuple[Chunk, ...], int]] = BoundedCache(
+            CHOSEN_ENTRIES, CHOSEN_BYTES)
 
     async def handle(self, exchange: Exchange) -> Response:
         """The pipeline runs the retrieve (`Retrieval`); the answer is signed like any other."""
@@ -92,13 +107,31 @@ class Retriever:
         response = await exchange.pipeline.retrieve(Retrieval(self, answer), exchange)
         return self.gate.sign(answer.verified, exchange.request.scope, response)
 
+    def intent(self, wanted: RetrieveRequest) -> tuple[Denial | None, str | None]:
+        """Whether the request's intent is out of the editorial scope, and the source it picks:
+        both follow from its intent and named source alone, so each is worked out once."""
+        key = (wanted.intent_domains, wanted.source)
+        found = self._intents.get(key)
+        if found is None:
+            if len(self._intents) >= INTENTS_KEPT:
+                self._intents.clear()
+            found = self._intents[key] = (scope_refusal(self.aip, wanted),
+                                          pick_source(self.aip, wanted))
+        return found
+
     def cut(self, source: CompiledSource, hits: list[Hit], query: str) -> tuple[list[Chunk], int]:
         """The chunks an answer carries, cut from the hits' texts within the limits, and how
         many texts gave none because they are too short to return but whole."""
         retrieval = self.aip.retrieval
         whole = retrieval.supports.full_article or not source.whole_articles
-        articles = [self.cutter.cut(piece) for piece in pieces(hits)]
-        return select(articles, query, self.limits, whole), withheld_whole(articles, whole)
+        key = (texts(hits), query, whole)
+        found = self._chosen.get(key)
+        if found is None:
+            articles = [self.cutter.cut(Piece(*text)) for text in key[0]]
+            chosen = tuple(select(articles, query, self.limits, whole))
+            found = chosen, withheld_whole(articles, whole)
+            self._chosen.put(key, found, _chosen_size(key[0], query, chosen))
+        return list(found[0]), found[1]
 
     async def record_access(self, wanted: RetrieveRequest, chunks: list[Chunk]) -> None:
         """Recorded before the content leaves: no record, no content. The request id is issued
@@ -115,6 +148,16 @@ class Retriever:
         await store_event(self.sink, event)
 
 
+INTENTS_KEPT = 1024  # (intent, source named) pairs a retriever remembers the scope of
+CHOSEN_ENTRIES = 1024  # answers a retriever remembers the chunks of
+CHOSEN_BYTES = 4 * 1024 * 1024  # their size, about (texts often shared with the cutter's)
+
+
+def _chosen_size(cut_from: tuple[Text, ...], query: str, chosen: tuple[Chunk, ...]) -> int:
+    return 200 + len(query) + 100 * len(chosen) + sum(
+        100 + len(text) + len(url or "") + len(title or "") for _, text, url, title in cut_from)
+
+
 class Retrieval:
     """One retrieve as the pipeline runs it (`pipeline.CollectingSurface`), in the spec's order
     of decisions: access and scope as it is parsed; the policy packs' `aip_retrieve` rules (the
@@ -128,6 +171,7 @@ class Retrieval:
         self.answer = answer
         self.chunks: list[Chunk] = []
         self.withheld = 0  # texts too short to return but whole (full_article: false)
+        self.source: str | None = None  # the source the intent picks (`pick_source`)
 
     @property
     def wanted(self) -> RetrieveRequest:
@@ -139,12 +183,13 @@ class Retrieval:
 
     async def parse(self, request: Request, ctx: RequestContext) -> Query:
         wanted, aip = self.wanted, self.retriever.aip
-        denial = refusal(aip, wanted, datetime.now(UTC).date())
+        out_of_scope, self.source = self.retriever.intent(wanted)
+        denial = access_refusal(aip, datetime.now(UTC).date()) or out_of_scope
         if denial is not None:
             raise Denied(denial)
         return Query(
             text=wanted.query_text, top_k=self.retriever.limits.max_chunks,
-            collection=pick_source(aip, wanted),
+            collection=self.source,
             asks=(Ask("aip_retrieve", "retrieve", ctx.principal, {
                 "platform": wanted.platform, "placement": wanted.placement, "uses": wanted.uses}),))
 
@@ -152,14 +197,18 @@ class Retrieval:
         """The hits the caller may see, within the request's latency budget; their chunks are
         cut and the access recorded here, before anything is rendered."""
         wanted, retriever = self.wanted, self.retriever
-        denial = unsupported(retriever.aip, wanted)
+        denial = unsupported(retriever.aip, wanted, self.source)
         if denial is not None:
             raise Denied(denial)
         source = retriever.sources[query.collection or ""]
         budget = wanted.latency_budget_ms
+        reading = read_hits(source, query.text or "", query.top_k, stages)
         try:
-            async with asyncio.timeout(budget / 1000 if budget is not None else None):
-                hits = await read_hits(source, query.text or "", query.top_k, stages)
+            if budget is None:  # no timer to arm (each upstream call has its own)
+                hits = await reading
+            else:
+                async with asyncio.timeout(budget / 1000):
+                    hits = await reading
         except TimeoutError:
             ctx.upstream_error = "timeout"
             raise errors.upstream_timeout() from None

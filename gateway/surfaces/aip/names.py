@@ -9,10 +9,12 @@ Unicode whitespace become one space and the ends are stripped.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Iterable
 
 
+@functools.lru_cache(maxsize=1024)  # a busy platform sends the same names on every request
 def normal_name(value: str) -> str:
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", value).casefold())
     return " ".join(folded.split())

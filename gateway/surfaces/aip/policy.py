@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
+from typing import Literal
 
 from gateway.policy.bundle import PolicyBundle
 from gateway.surfaces.aip.config import Aip
@@ -50,10 +51,10 @@ class AipPolicy:
 
 def refusal(aip: Aip, request: RetrieveRequest, today: date) -> Denial | None:
     """The first of the access and scope denials that applies."""
-    return _access(aip, today) or _scope(aip, request)
+    return access_refusal(aip, today) or scope_refusal(aip, request)
 
 
-def _access(aip: Aip, today: date) -> Denial | None:
+def access_refusal(aip: Aip, today: date) -> Denial | None:
     access, sunset = aip.intent_access, aip.compliance.sunset
     if not access.enabled or access.state != "active":
         return Denial("access_disabled", "AI access to this publisher is not active.")
@@ -62,15 +63,17 @@ def _access(aip: Aip, today: date) -> Denial | None:
     return None
 
 
-def _scope(aip: Aip, request: RetrieveRequest) -> Denial | None:
+def scope_refusal(aip: Aip, request: RetrieveRequest) -> Denial | None:
     # Every intent path the platform declares must lie inside the editorial domains.
     if all(in_scope(aip.editorial_domains, intent) for intent in request.intent_domains):
         return None
     return Denial("out_of_scope", "Requested intent is outside declared editorial domains.")
 
 
-def unsupported(aip: Aip, request: RetrieveRequest) -> Denial | None:
-    """Why the publisher cannot serve the request, if it cannot."""
+def unsupported(aip: Aip, request: RetrieveRequest,
+                picked: str | Literal[False] | None = False) -> Denial | None:
+    """Why the publisher cannot serve the request, if it cannot; `picked`: what `pick_source`
+    gives for it, when already known."""
     supports = aip.retrieval.supports
     if request.mode == "full_article" and not supports.full_article:
         return Denial("unsupported", "Full articles are not offered; ask for chunks.")
@@ -80,7 +83,7 @@ def unsupported(aip: Aip, request: RetrieveRequest) -> Denial | None:
         return Denial("unsupported", "No such source is offered.")
     if not request.query_text or not request.query_text.strip():
         return Denial("unsupported", "Retrieval needs runtime.query_text.")
-    if pick_source(aip, request) is None:
+    if (pick_source(aip, request) if picked is False else picked) is None:
         return Denial("unsupported", "No source offered covers this intent.")
     return None
 

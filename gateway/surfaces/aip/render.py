@@ -9,6 +9,7 @@ upstream, 500 gateway, 503 a store down).
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -63,7 +64,25 @@ def ok(request_id: str, chunks: list[Chunk], publisher: str, limits: Limits,
             "reason": "These texts are shorter than one chunk, so a chunk would be the whole "
                       "text, and this publisher does not return full articles.",
         }}}
-    return _response(document, 200)
+    return _Answer(orjson.dumps(document))
+
+
+class _Answer(Response):
+    """An `ok` answer: the headers `_response` gives one (`no-store`, length, JSON), encoded
+    here rather than worked out by `Response.init_headers` from a dict on every answer."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes) -> None:
+        self.status_code = 200
+        self.background = None
+        self.body = body
+        self.raw_headers = [_NO_STORE_RAW, (b"content-length", b"%d" % len(body)),
+                            _JSON_RAW]
+
+
+_NO_STORE_RAW = (b"cache-control", b"no-store")
+_JSON_RAW = (b"content-type", b"application/json")
 
 
 def denied(request_id: str, denial: Denial, headers: dict[str, str] | None = None) -> Response:
@@ -98,9 +117,27 @@ def accepted(request_id: str, event_id: str) -> Response:
 
 
 def _envelope(request_id: str, status: str) -> dict[str, Any]:
-    now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    return {"aip_version": VERSION, "request_id": request_id, "timestamp": now,
+    return {"aip_version": VERSION, "request_id": request_id, "timestamp": _clock.now(),
             "status": status}
+
+
+class _Clock:
+    """The time now to the second, as answers carry it (`2026-01-15T14:30:00Z`): formatted
+    once a second, not once an answer."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._text = ""
+
+    def now(self) -> str:
+        second = time.time_ns() // 1_000_000_000
+        if second != self._second:
+            self._text = datetime.fromtimestamp(second, UTC).isoformat().replace("+00:00", "Z")
+            self._second = second
+        return self._text
+
+
+_clock = _Clock()
 
 
 def _citations(chunks: list[Chunk], publisher: str) -> list[dict[str, Any]]:

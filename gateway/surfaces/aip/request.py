@@ -101,8 +101,21 @@ def _conforms(body: Any) -> bool:
     `re` lets match), which then go to `jsonschema`."""
     if not _fast_validator().is_valid(body):
         return False
-    (name,), format_name = FORMATTED
-    return bool(_validator("retrieve-request").format_checker.conforms(body[name], format_name))
+    (name,), _ = FORMATTED
+    value = body[name]
+    return _formatted(value) if isinstance(value, str) else _checked(value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _formatted(value: str) -> bool:
+    """`_checked`, remembered: platforms send the same few timestamps (a second's worth of
+    requests) over and over."""
+    return _checked(value)
+
+
+def _checked(value: Any) -> bool:
+    _, format_name = FORMATTED
+    return bool(_validator("retrieve-request").format_checker.conforms(value, format_name))
 
 
 @functools.cache

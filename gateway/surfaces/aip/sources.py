@@ -14,7 +14,6 @@ from gateway.handles import Stages
 from gateway.model import Hit
 from gateway.operations import Operation, Placeholders, compile_operation, placeholder
 from gateway.record_cache import RecordCache
-from gateway.surfaces.aip.chunks import Piece
 from gateway.surfaces.aip.config import Aip, Source
 
 
@@ -151,6 +150,8 @@ async def _articles(source: CompiledSource, operation: Operation[ArticleRead],
     known = [cache.recall(scope, hit) if cache is not None else None for hit in hits]
     found = [_copy(article) if article is not None else None for article in known]
     missing = [index for index, article in enumerate(found) if article is None]
+    if not missing:  # all remembered: no gather (a future, a loop look-up) to await
+        return found
     read = await asyncio.gather(*(_article(operation, hits[index], stages)
                                   for index in missing))
     for index, article in zip(missing, read, strict=True):
@@ -160,9 +161,13 @@ async def _articles(source: CompiledSource, operation: Operation[ArticleRead],
     return found
 
 
-def pieces(hits: list[Hit]) -> list[Piece]:
-    """The texts an answer is cut from, in the hits' order; a hit without text gives none."""
-    return [piece for hit in hits if (piece := _piece(hit)) is not None]
+Text = tuple[str, str, str | None, str | None]  # a `Piece`'s fields: id, text, url, title
+
+
+def texts(hits: list[Hit]) -> tuple[Text, ...]:
+    """The texts an answer is cut from (each a `Piece`'s fields, as a tuple: cheap to make and
+    to key on), in the hits' order; a hit without text gives none."""
+    return tuple(text for hit in hits if (text := _text(hit)) is not None)
 
 
 def _less_hidden_by_search(hits: list[Hit], stages: Stages) -> list[Hit]:
@@ -205,12 +210,12 @@ def _size(article: Hit) -> int:
         + 8 * len(article.vector or ())
 
 
-def _piece(hit: Hit) -> Piece | None:
+def _text(hit: Hit) -> Text | None:
     if not isinstance(hit.text, str) or not hit.text.strip():
         return None
     url, title = hit.fields.get("url"), hit.fields.get("title")
-    return Piece(hit.id, hit.text, url if _is_url(url) else None,
-                 title if isinstance(title, str) else None)
+    return (hit.id, hit.text, url if _is_url(url) else None,
+            title if isinstance(title, str) else None)
 
 
 def _is_url(value: Any) -> bool:
