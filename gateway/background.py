@@ -14,6 +14,10 @@ loop, and each moment the loop waits for the CPU is added to every request it ho
   of its own (`TOKENIZERS_PARALLELISM=false`, which the library reads on each call): a text is
   tokenized in the thread that embeds it, at that thread's priority, instead of in as many
   threads of normal priority as there are cores.
+- a thread running Python holds the interpreter (the GIL) until another asks for it and
+  `sys.getswitchinterval()` has passed: Python's 5 ms is a wait the loop may pay each time it
+  comes back from the network while a worker thread computes, so the serving process uses
+  `interpreter.switch_interval` (1 ms unless configured).
 """
 
 from __future__ import annotations
@@ -49,7 +53,9 @@ def background_pool(workers: int, name: str) -> ThreadPoolExecutor:
                               initializer=lower_priority)
 
 
-def serving_process() -> None:
+def serving_process(switch_interval: float) -> None:
     """What a process that serves requests sets before it starts: the tokenizers library
-    without a thread pool, unless the environment already says otherwise."""
+    without a thread pool (unless the environment already says otherwise), and how long a
+    thread running Python may keep the interpreter from the loop (`interpreter.switch_interval`)."""
     os.environ.setdefault(TOKENIZERS_PARALLELISM, "false")
+    sys.setswitchinterval(switch_interval)

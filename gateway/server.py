@@ -126,6 +126,6 @@ def run(loaded: LoadedConfig, companions: Sequence[Server] = (),
         sock: socket.socket | None = None) -> None:
     import uvloop
 
-    serving_process()
+    serving_process(loaded.settings.interpreter.switch_interval)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(serve(loaded, companions, sock))

@@ -9,13 +9,16 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from processes import ROOT
 
 from gateway import background, server
+from gateway.settings import Settings
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="per-thread nice values are Linux's")
@@ -50,22 +53,35 @@ def test_lowering_the_priority_is_harmless_where_the_system_refuses(
     background.lower_priority()  # no error: the work runs at the priority it has
 
 
-def test_the_serving_process_keeps_the_tokenizer_in_the_calling_thread(
-        monkeypatch: pytest.MonkeyPatch):
+@pytest.fixture
+def switch_interval_kept() -> Iterator[None]:
+    before = sys.getswitchinterval()
+    yield
+    sys.setswitchinterval(before)
+
+
+@pytest.mark.parametrize("interpreter,interval", [({}, 0.001), ({"switch_interval": 0.004}, 0.004)])
+def test_the_serving_process_keeps_the_tokenizer_in_the_calling_thread_and_sets_the_interval(
+        monkeypatch: pytest.MonkeyPatch, switch_interval_kept: None,
+        interpreter: dict[str, float], interval: float):
     monkeypatch.delenv(background.TOKENIZERS_PARALLELISM, raising=False)
-    seen: list[str | None] = []
+    seen: list[tuple[str | None, float]] = []
 
     async def serve(*args: Any) -> None:
-        seen.append(os.environ.get(background.TOKENIZERS_PARALLELISM))
+        seen.append((os.environ.get(background.TOKENIZERS_PARALLELISM),
+                     sys.getswitchinterval()))
 
     monkeypatch.setattr(server, "serve", serve)
-    server.run(None)  # type: ignore[arg-type]
-    assert seen == ["false"]
+    loaded = SimpleNamespace(settings=Settings.model_validate({
+        "upstreams": {"api": {"url": "http://api.invalid"}}, "interpreter": interpreter}))
+    server.run(loaded)  # type: ignore[arg-type]
+    assert seen == [("false", pytest.approx(interval))]
 
 
-def test_an_explicit_tokenizer_setting_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch):
+def test_an_explicit_tokenizer_setting_is_left_as_it_is(
+        monkeypatch: pytest.MonkeyPatch, switch_interval_kept: None):
     monkeypatch.setenv(background.TOKENIZERS_PARALLELISM, "true")
-    background.serving_process()
+    background.serving_process(0.005)
     assert os.environ[background.TOKENIZERS_PARALLELISM] == "true"
 
 
@@ -76,7 +92,7 @@ def test_wordllama_in_a_serving_process_tokenizes_without_threads_of_its_own(tmp
         "from gateway.background import serving_process",
         "from gateway.embeddings.config import WordLlamaSettings",
         "from gateway.embeddings.wordllama import WordLlamaEmbedder",
-        "serving_process()",
+        "serving_process(0.001)",
         "embedder = WordLlamaEmbedder(WordLlamaSettings(provider='wordllama'))",
         "embedder.load()",
         "before = len(os.listdir('/proc/self/task'))",
