@@ -16,8 +16,9 @@ loop, and each moment the loop waits for the CPU is added to every request it ho
   threads of normal priority as there are cores.
 - a thread running Python holds the interpreter (the GIL) until another asks for it and
   `sys.getswitchinterval()` has passed: Python's 5 ms is a wait the loop may pay each time it
-  comes back from the network while a worker thread computes, so the serving process uses
-  `interpreter.switch_interval` (1 ms unless configured).
+  comes back from the network while a worker thread computes; `interpreter.switch_interval`
+  sets it (Python's 5 ms unless configured: with the above, a lower value gave no shorter
+  tail in bench/tail.py).
 """
 
 from __future__ import annotations

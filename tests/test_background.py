@@ -60,7 +60,7 @@ def switch_interval_kept() -> Iterator[None]:
     sys.setswitchinterval(before)
 
 
-@pytest.mark.parametrize("interpreter,interval", [({}, 0.001), ({"switch_interval": 0.004}, 0.004)])
+@pytest.mark.parametrize("interpreter,interval", [({}, 0.005), ({"switch_interval": 0.001}, 0.001)])
 def test_the_serving_process_keeps_the_tokenizer_in_the_calling_thread_and_sets_the_interval(
         monkeypatch: pytest.MonkeyPatch, switch_interval_kept: None,
         interpreter: dict[str, float], interval: float):
