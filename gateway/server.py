@@ -22,6 +22,7 @@ from gateway import observability, telemetry
 from gateway.admin import create_admin_app
 from gateway.app import GatewayApp
 from gateway.asgi import ASGIApp
+from gateway.background import serving_process
 from gateway.edge import protocol_for
 from gateway.gctune import tune_after_startup
 from gateway.headlimits import HeadLimits
@@ -125,5 +126,6 @@ def run(loaded: LoadedConfig, companions: Sequence[Server] = (),
         sock: socket.socket | None = None) -> None:
     import uvloop
 
+    serving_process(loaded.settings.interpreter.switch_interval)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(serve(loaded, companions, sock))

@@ -4,6 +4,7 @@ conform.py). The same over a real third-party API: tests/test_json_server.py."""
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections import Counter
 from pathlib import Path
@@ -17,7 +18,7 @@ from pdpp_config import OWNER_KEY, config
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
 
-from gateway.mapping import MappingError
+from gateway.mapping import Expression, MappingError
 from gateway.surfaces.pdpp.config import FieldSpec, Pdpp
 from gateway.surfaces.pdpp.conform import FORMATS, Tally, compile_rule, conform, schema_of
 from gateway.surfaces.pdpp.streams import compile_streams
@@ -140,12 +141,31 @@ def test_conform_keeps_what_the_schema_admits_and_tallies_the_rest():
 
 
 def test_a_number_is_finite_and_a_boolean_is_no_integer():
-    number = compile_rule("n", FieldSpec(path="n", type="number"), jmespath.compile("n"), False)
-    integer = compile_rule("i", FieldSpec(path="i", type="integer"), jmespath.compile("i"), False)
+    number = compile_rule("n", FieldSpec(path="n", type="number"),
+                          Expression(jmespath.compile("n")), False)
+    integer = compile_rule("i", FieldSpec(path="i", type="integer"),
+                           Expression(jmespath.compile("i")), False)
     assert [number.accepts(v) for v in (1, 1.5, float("nan"), float("inf"), True, "1")] == \
         [True, True, False, False, False, False]
     assert [integer.accepts(v) for v in (1, 1.0, 1.5, True, "1")] == \
         [True, True, False, False, False]
+
+
+def test_mapping_records_leaves_nothing_for_the_cycle_collector():
+    """A refresh maps every record again in a background thread: garbage in reference cycles
+    (JMESPath's per-call interpreter) would make collections that stop the event loop too."""
+    [stream] = compile_streams(Pdpp.model_validate(pdpp()), {"helpcentre"}).values()
+    nested = compile_rule("k", FieldSpec(path="meta.k", type="integer"),
+                          Expression(jmespath.compile("meta.k")), False)
+    page = [{**item, "meta": {"k": i}} for i, item in enumerate(ITEMS * 50)]
+    gc.collect()
+    gc.disable()
+    try:
+        mapped = [conform((*stream.rules, nested), item, Counter()) for item in page]
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    assert mapped[7] is not None and mapped[7]["k"] == 7  # GOOD again, the nested path read
 
 
 # --------------------------------------------------------------------------- over HTTP

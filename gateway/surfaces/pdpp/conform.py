@@ -26,8 +26,7 @@ from datetime import date, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from jmespath.parser import ParsedResult
-
+from gateway.mapping import Expression
 from gateway.observability import SCHEMA_VIOLATIONS
 from gateway.surfaces.pdpp.config import FieldSpec
 
@@ -123,13 +122,13 @@ class FieldRule:
     """One field compiled: where it is in an upstream item and what values it may send."""
 
     name: str
-    path: ParsedResult
+    path: Expression  # not ParsedResult.search: a new interpreter per call, and a cycle
     accepts: Check  # a non-null value of the declared type and format
     nullable: bool
     required: bool  # schema-required: the record is skipped rather than sent without it
 
 
-def compile_rule(name: str, spec: FieldSpec, path: ParsedResult, required: bool) -> FieldRule:
+def compile_rule(name: str, spec: FieldSpec, path: Expression, required: bool) -> FieldRule:
     of_type = TYPES[spec.type]
     accepts = of_type
     if spec.format is not None:

@@ -1,7 +1,8 @@
 """Records read from the legacy API and the gateway's own index of them (gateway.index), kept
 per stream (and per subject, for streams of each subject's own records).
 
-- A first read builds the index in a PDPP thread, in the background: a request waits for it
+- A first read builds the index in a PDPP thread, in the background (the background pool of
+  threads.py, as refreshes: at a lower CPU priority than the event loop): a request waits for it
   at most FIRST_READ_WAIT seconds, then is answered 503 `index_building` with a Retry-After
   (never an empty answer that would pass for "nothing matches"). A gateway that restarts
   finds the index on disk (or in the shared database) and serves it without reading the
@@ -38,7 +39,7 @@ from gateway.surfaces.pdpp.config import SearchIndexSettings
 from gateway.surfaces.pdpp.indexing import drop_index, indexed, open_index, version
 from gateway.surfaces.pdpp.records import sort_records
 from gateway.surfaces.pdpp.streams import CompiledStream, Record, Snapshot
-from gateway.surfaces.pdpp.threads import in_thread
+from gateway.surfaces.pdpp.threads import in_background, in_thread
 
 Loader = Callable[[], Awaitable[tuple[list[Record], bool]]]
 Key = tuple[str, str]  # (stream, subject or "")
@@ -118,6 +119,7 @@ class Store:
         task = self._first_reads.get(key)
         if task is None:
             async def first() -> Entry:
+                in_background()  # a build of seconds: it must not hold the other requests
                 return await self._keep(key, await self._first(stream, subject, load))
 
             task = self._first_reads[key] = asyncio.create_task(first())
@@ -154,6 +156,7 @@ class Store:
         return Entry(Snapshot(records, _now(), cut), index, time.monotonic())
 
     async def _refresh(self, key: Key, stream: CompiledStream, old: Entry, load: Loader) -> None:
+        in_background()
         try:
             if not await in_thread(lambda: self._may_write(old.index)):
                 fresh = await in_thread(lambda: _from_index(old.index, follower=True))

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Protocol
 
 import jmespath
 
-from gateway.mapping import MappingError
+from gateway.mapping import Expression, MappingError
 from gateway.model import Page
 from gateway.operations import K, Operation, Placeholders, compile_operation, placeholder
 from gateway.surfaces.pdpp.config import Pdpp, Stream
@@ -189,7 +189,7 @@ def _compile(name: str, stream: Stream, upstreams: set[str]) -> CompiledStream:
     rules = []
     for field, spec in stream.fields.items():
         try:
-            path = jmespath.compile(spec.path)
+            path = Expression(jmespath.compile(spec.path))
         except jmespath.exceptions.JMESPathError as exc:
             raise MappingError(f"{where}.fields.{field}.path", f"invalid JMESPath: {exc}") from None
         rules.append(compile_rule(field, spec, path,
