@@ -7,7 +7,7 @@ loop, and each moment the loop waits for the CPU is added to every request it ho
 
 - background threads run at a lower CPU priority (Linux: their own nice value raised by
   BACKGROUND_NICE), so the kernel runs the loop thread first whenever it is runnable; they
-  still get every cycle the loop leaves idle. Threads that serve a waiting request (PDPP
+  still get every cycle the loop leaves idle. Threads that serve a waiting request (stream
   scoring, embedding a query, schema checks) keep the normal priority: lowering theirs would
   only make that request wait longer.
 - the serving process tells Hugging Face's tokenizers (WordLlama's) not to start a thread pool
