@@ -8,7 +8,6 @@ list as a pipeline listing, every other endpoint by `Pipeline.serve`, its grant 
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +25,9 @@ from gateway.pipeline import Listing
 from gateway.policy.decisions import Again
 from gateway.policy.rules import Ask
 from gateway.surface import SurfaceRoute
-from gateway.surfaces.cursors import CursorSigner, InvalidCursor
-from gateway.surfaces.pdpp import filters, render, request, search
+from gateway.surfaces.pdpp import filters, paging, render, request, search
 from gateway.surfaces.pdpp.config import Pdpp
-from gateway.surfaces.pdpp.keys import grant_digest, page_key
+from gateway.surfaces.pdpp.keys import page_key
 from gateway.surfaces.pdpp.memo import Decided, Memo
 from gateway.surfaces.pdpp.metadata import lexical_served, semantic_served
 from gateway.surfaces.pdpp.policy_rules import readable
@@ -43,7 +41,6 @@ from gateway.surfaces.pdpp.projection import (
     readable_stream_ask,
     stream_coverage,
 )
-from gateway.surfaces.pdpp.records import first_after, position_of
 from gateway.surfaces.pdpp.store import Entry, Store
 from gateway.surfaces.pdpp.streams import (
     CompiledStream,
@@ -53,26 +50,8 @@ from gateway.surfaces.pdpp.streams import (
     read_one,
     search_upstream,
 )
-from gateway.surfaces.pdpp.threads import over_records
 
 Handler = Callable[["PdppService", "Call"], Awaitable[Response]]
-# A page of records as rendered, and the position its cursor continues after (None: the end).
-Page = tuple[list[dict[str, Any]], list[Any] | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """What a records request asks for of a stream it may read."""
-
-    access: Access
-    limit: int
-    order: str
-    wanted: frozenset[str] | None
-    filters: list[filters.Filter]
-
-    @property
-    def field(self) -> str | None:
-        return self.access.order_field
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +131,7 @@ class PdppService:
                  store: Store) -> None:
         self.pdpp = pdpp
         self.streams = streams
-        self.cursors = CursorSigner(secret, pdpp.cursor_ttl)
+        self.cursors = paging.Cursors(secret, pdpp.cursor_ttl)
         self.store = store
         self.memo = Memo()
 
@@ -224,80 +203,43 @@ class PdppService:
                                frozenset({"limit", "cursor", "order", "fields"}),
                                owner=owner, filters=owner, records=True)
         access = self._access(call, call.http.path_params["stream"])
-        asked = Listed(access, request.limit(params, request.RECORDS_DEFAULT_LIMIT,
-                                             request.RECORDS_MAX_LIMIT),
-                       request.order(params), narrowed(access, params.get("fields")),
-                       params.filters)
+        limit = request.limit(params, request.RECORDS_DEFAULT_LIMIT, request.RECORDS_MAX_LIMIT)
+        asked = paging.Listed(access, limit, request.order(params),
+                              narrowed(access, params.get("fields")), params.filters)
         filters.check(params.filters, access)
-        cursor = params.get("cursor")
-        position = self._position(cursor, self._binding(asked, call)) \
-            if cursor is not None else None
+        binding = paging.records_binding(asked, call.principal)
+        position = self.cursors.position(params.get("cursor"), binding)
         entry = await self._entry(access.stream, call)
         # The body is all the query's, the copy's and the caller's (the cursor is bound to it).
         pipeline, memo_key = call.exchange.pipeline, (
             entry.serial, access.stream.name, bytes(call.http.scope.get("query_string", b"")))
         body = self.memo.body(call.principal, pipeline, memo_key)
         if body is None:
-            document = await self._records(call, asked, entry, position, params)
+            document = await self._records(asked, entry, position, params, binding)
             body = orjson.dumps(document)
             self.memo.keep_body(call.principal, pipeline, memo_key, body,
                                 "next_cursor" in document)
         return render.encoded_response(body, call.ctx.request_id, call.version)
 
-    async def _records(self, call: Call, asked: Listed, entry: Entry,
-                       position: list[Any] | None, params: request.Params) -> dict[str, Any]:
-        """The page of records after `position`, as a document."""
+    async def _records(self, asked: paging.Listed, entry: Entry, position: list[Any] | None,
+                       params: request.Params, binding: dict[str, Any]) -> dict[str, Any]:
+        """The page of records after `position`, as a document (its cursor bound to
+        `binding`)."""
         access = asked.access
         key = page_key(entry.serial, access, asked.field, asked.order, position, asked.filters,
                         asked.limit, asked.wanted)
         page = self.store.pages.get(key) if key is not None else None
         if page is None:
-            page = await self._page(entry, access, asked.field, asked.order, position,
-                                    asked.filters, asked.limit, asked.wanted)
+            page = await paging.read_page(entry, asked, position)
             if key is not None:
                 self.store.pages.put(key, page, 200 + len(orjson.dumps(page[0])))
         data, last = page
-        cursor = self.cursors.issue_position(self._binding(asked, call), last) \
-            if last is not None else None
+        cursor = self.cursors.signer.issue_position(binding, last) if last is not None else None
         document = render.page(
             f"{self.pdpp.base_path}/v1/streams/{access.stream.name}/records", data, cursor,
             request.meta(params))
         document["freshness"] = {"status": "current", "captured_at": entry.snapshot.captured_at}
         return document
-
-    @staticmethod
-    def _binding(asked: Listed, call: Call) -> dict[str, Any]:
-        """What a records cursor is bound to: the stream, order, filters, and who asks under
-        which grant."""
-        return {"e": "records", "s": asked.access.stream.name, "o": asked.order,
-                "k": asked.field, "f": _filters(asked.filters), "g": grant_digest(call.principal)}
-
-    @staticmethod
-    async def _page(entry: Entry, access: Access, field: str | None, order: str,
-                    position: list[Any] | None, record_filters: list[filters.Filter],
-                    limit: int, wanted: frozenset[str] | None) -> Page:
-        """One page of records as rendered, and the position of its last record when more
-        follow (what its cursor continues after)."""
-
-        def listed() -> list[Record]:
-            """The page and one record more: read from the cursor's place in the ordered
-            records on, until the page is full (not the whole stream each time)."""
-            ordered = entry.ordered(field, order)
-            rows = []
-            for record in itertools.islice(ordered, first_after(ordered, position, field, order),
-                                           None):
-                view = record if access.whole else access.view(record)
-                if view is not None and filters.matches(view, record_filters, access):
-                    rows.append(view)
-                    if len(rows) > limit:
-                        break
-            return rows
-
-        rows = await over_records(len(entry.snapshot.records), listed)
-        shown, more = rows[:limit], len(rows) > limit
-        captured = entry.snapshot.captured_at
-        return ([render.record(access, r, wanted, captured) for r in shown],
-                position_of(shown[-1], field) if more else None)
 
     @_pdpp
     async def get_record(self, call: Call) -> Response:
@@ -344,10 +286,9 @@ class PdppService:
         accesses = self._search_scope(self._grantee(call), params.streams)
         if params.filters:
             filters.check(params.filters, accesses[0])
-        binding = {"e": "semantic" if semantic else "lexical", "q": q,
-                   "s": sorted(a.stream.name for a in accesses) if params.streams else None,
-                   "f": _filters(params.filters), "g": grant_digest(call.principal)}
-        offset = self._offset(params.get("cursor"), binding)
+        named = sorted(a.stream.name for a in accesses) if params.streams else None
+        binding = paging.search_binding(q, semantic, named, params.filters, call.principal)
+        offset = self.cursors.offset(params.get("cursor"), binding)
 
         async def entry_for(stream: CompiledStream) -> Entry:
             return await self._entry(stream, call)
@@ -369,7 +310,7 @@ class PdppService:
         if not semantic:
             meta.update(_recall(ranked.total, ranked.truncated))
         url = f"{self.pdpp.base_path}/v1/search" + ("/semantic" if semantic else "")
-        cursor = self.cursors.issue(binding, offset + limit) if more else None
+        cursor = self.cursors.signer.issue(binding, offset + limit) if more else None
         return render.json_response(render.page(url, data, cursor, meta), call.ctx.request_id,
                                     call.version)
 
@@ -442,39 +383,12 @@ class PdppService:
         return await self.store.entry(
             stream, subject, lambda: read_all(stream, subject, call.stages.item_page))
 
-    def _position(self, cursor: str | None, binding: dict[str, Any]) -> list[Any] | None:
-        if cursor is None:
-            return None
-        position = self._checked(cursor, binding)
-        if not (isinstance(position, list) and len(position) == 2
-                and isinstance(position[1], str)):
-            raise request.invalid("The cursor is not valid.", "cursor", "invalid_cursor")
-        return position
-
-    def _offset(self, cursor: str | None, binding: dict[str, Any]) -> int:
-        if cursor is None:
-            return 0
-        offset = self._checked(cursor, binding)
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise request.invalid("The cursor is not valid.", "cursor", "invalid_cursor")
-        return offset
-
-    def _checked(self, cursor: str, binding: dict[str, Any]) -> Any:
-        try:
-            return self.cursors.position(cursor, binding)
-        except InvalidCursor as exc:
-            raise request.invalid(str(exc), "cursor", "invalid_cursor") from None
-
 
 def _recall(count: int, truncated: bool) -> dict[str, Any]:
     return {"count": count, "count_accuracy": "lower_bound" if truncated else "exact",
             "recall": {"complete": not truncated,
                        "ranking_scope": "candidate_window" if truncated else "all_matches",
                        "truncated": truncated}}
-
-
-def _filters(found: list[filters.Filter]) -> list[list[Any]]:
-    return sorted([f.field, f.op, f.value] for f in found)
 
 
 def _owner(call: Call) -> bool:
