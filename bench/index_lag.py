@@ -24,7 +24,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -470,27 +469,14 @@ def measure(opts: LagOptions, workdir: Path, started: dt.datetime) -> Figures:
 def main(argv: list[str] | None = None) -> int:
     """0: measured; 1: a search did not answer 200; 2: the run could not start."""
     opts = parse_args(argv)
-    for sig in run.STOP_SIGNALS[1:]:
-        signal.signal(sig, run._interrupt)
-    started = dt.datetime.now(dt.UTC)
-    workdir = Path(tempfile.mkdtemp(prefix="aigw-bench-"))
-    try:
-        check_tools(opts)
-        figures = measure(opts, workdir, started)
-    except BenchError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as exc:
-        signum = exc.args[0] if exc.args else signal.SIGINT
-        print("bench: interrupted, all processes stopped", file=sys.stderr)
-        return 128 + int(signum)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    text = report(figures, opts, started)
-    path = run.write_report(text, started, prefix="index-lag-")
-    print("\n" + text + f"\nwritten to {path.relative_to(run.REPO_DIR)}")
-    return 1 if any(s.status != 200 for s in figures.searches) else 0
 
+    def measured(workdir: Path, started: dt.datetime) -> Figures:
+        check_tools(opts)
+        return measure(opts, workdir, started)
+
+    return run.frame(measured, lambda figures, started: report(figures, opts, started),
+                     "index-lag-",
+                     lambda figures: 1 if any(s.status != 200 for s in figures.searches) else 0)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -663,13 +663,29 @@ def execute(
     0: every target measured (or skipped); 1: a target failed; 2: the run could not start;
     128 + signal number: interrupted (every process stopped).
     """
+    def measured(workdir: Path, _started: dt.datetime) -> list[Result]:
+        check_tools(opts)
+        return runner(opts, workdir)
+
+    return frame(measured, lambda results, started: render(results, opts, started), prefix,
+                 lambda results: 1 if any(r.failed for r in results) else 0)
+
+
+FiguresT = TypeVar("FiguresT")
+
+
+def frame(measure: Callable[[Path, dt.datetime], FiguresT],
+          render: Callable[[FiguresT, dt.datetime], str], prefix: str,
+          status: Callable[[FiguresT], int]) -> int:
+    """What every harness's run does around its measurement: signals turned into unwinding, a
+    temporary directory, its report printed and written to bench/results/. `measure` raises
+    `BenchError` when the run cannot start (status 2); else the status is `status(figures)`."""
     for sig in STOP_SIGNALS[1:]:
         signal.signal(sig, _interrupt)
     started = dt.datetime.now(dt.UTC)
     workdir = Path(tempfile.mkdtemp(prefix="aigw-bench-"))
     try:
-        check_tools(opts)
-        results = runner(opts, workdir)
+        figures = measure(workdir, started)
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
@@ -679,10 +695,10 @@ def execute(
         return 128 + int(signum)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    text = render(results, opts, started)
+    text = render(figures, started)
     path = write_report(text, started, prefix)
     print("\n" + text + f"\nwritten to {path.relative_to(REPO_DIR)}")
-    return 1 if any(r.failed for r in results) else 0
+    return status(figures)
 
 
 def main(argv: list[str] | None = None) -> int:

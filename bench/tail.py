@@ -33,8 +33,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import os
-import shutil
-import signal
 import sys
 import tempfile
 from collections import Counter
@@ -435,30 +433,16 @@ def measure(opts: TailOptions, workdir: Path, started: dt.datetime) -> Figures:
 def main(argv: list[str] | None = None) -> int:
     """0: the goal met; 1: not met; 2: the run could not start."""
     opts = parse_args(argv)
-    for sig in run.STOP_SIGNALS[1:]:
-        signal.signal(sig, run._interrupt)
-    started = dt.datetime.now(dt.UTC)
-    workdir = Path(tempfile.mkdtemp(prefix="aigw-bench-"))
-    try:
+
+    def measured(workdir: Path, started: dt.datetime) -> Figures:
         if opts.aigw is None:
             raise BenchError("aigw is not installed (expected .venv/bin/aigw or aigw on PATH).")
         if opts.profile and index_lag.py_spy() is None:
             raise BenchError("--profile needs py-spy: .venv/bin/pip install py-spy")
-        figures = measure(opts, workdir, started)
-    except BenchError as exc:
-        print(f"bench: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as exc:
-        signum = exc.args[0] if exc.args else signal.SIGINT
-        print("bench: interrupted, all processes stopped", file=sys.stderr)
-        return 128 + int(signum)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    text = report(figures, opts, started)
-    path = run.write_report(text, started, prefix="tail-")
-    print("\n" + text + f"\nwritten to {path.relative_to(run.REPO_DIR)}")
-    return 0 if verdict(figures)[1] else 1
+        return measure(opts, workdir, started)
 
+    return run.frame(measured, lambda figures, started: report(figures, opts, started), "tail-",
+                     lambda figures: 0 if verdict(figures)[1] else 1)
 
 if __name__ == "__main__":
     sys.exit(main())
