@@ -76,9 +76,12 @@ def test_remembered_outcomes_are_bounded(monkeypatch: pytest.MonkeyPatch):
 
     monkeypatch.setattr(bundle_module, "DECISIONS_KEPT", 8)
     rules = bundle(vectors("partners", when={"clients": ["partner"]}))
+    busy = Ask("vector_return", "articles", PARTNER)
+    remembered = rules.decide(busy)
     for index in range(50):
         outcome = rules.decide(Ask("aip_retrieve", "retrieve", PARTNER, {"platform": f"p{index}"}))
         assert outcome.effect == "allow"
+        assert rules.decide(busy) is remembered  # a caller varying its asks never pushes it out
     assert len(rules._decided) <= 8
 
 
@@ -147,7 +150,8 @@ def test_config_entitlements_are_rules_the_tool_can_see(backend, echo, tmp_path:
     assert rule is not None and rule.when.clients == ["partner"]
 
 
-def test_the_policy_stage_notes_the_same_decisions_when_it_answers_from_memory():
+def test_the_policy_stage_notes_the_same_decisions_when_it_answers_from_memory(
+        monkeypatch: pytest.MonkeyPatch):
     from gateway.context import RequestContext
     from gateway.model import Query
     from gateway.policy.engine import PolicyEngine
@@ -171,8 +175,13 @@ def test_the_policy_stage_notes_the_same_decisions_when_it_answers_from_memory()
                        for d in ctx.decisions]
 
     first, noted = decided(PARTNER, "assistant")
+    taken = []
+    decide = PolicyEngine._decide_before
+    monkeypatch.setattr(PolicyEngine, "_decide_before",
+                        lambda self, ctx, query: taken.append(query) or decide(self, ctx, query))
     again, noted_again = decided(PARTNER, "assistant")  # from memory
     assert noted_again == noted and len(noted) == 4
+    assert taken == []  # nothing was decided again
     assert again.visible_records == first.visible_records == frozenset({"public", "internal"})
     stranger = Principal("s", "stranger", frozenset(), TokenKind.CLIENT)
     assert decided(stranger, "assistant")[0].visible_records == frozenset({"public"})

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from gateway.asgi import RawHeaders
 from gateway.auth.config import Auth, IdentityHeaders
+from gateway.caching import BoundedCache
 from gateway.model import Principal
 
-_REMEMBERED = 4096  # callers whose headers are kept made; forgotten all at once when full
+_REMEMBERED = 4096  # callers whose headers are kept made (the least recently used forgotten)
 
 
 class IdentityForwarding:
@@ -26,7 +27,7 @@ class IdentityForwarding:
         # A token accepted from ?access_token= must not travel on in the query either.
         query_token = auth is not None and auth.allow_query_token and not auth.forward_token
         self.drop_query = frozenset({b"access_token"}) if query_token else frozenset()
-        self._made: dict[tuple[object, ...], RawHeaders] = {}
+        self._made: BoundedCache[tuple[object, ...], RawHeaders] = BoundedCache(_REMEMBERED)
 
     def headers(self, principal: Principal) -> RawHeaders:
         """The identity headers for `principal` (shared between requests: copy to change)."""
@@ -35,9 +36,8 @@ class IdentityForwarding:
         key = (principal.subject, principal.client_id, principal.scopes, principal.kind)
         found = self._made.get(key)
         if found is None:
-            if len(self._made) >= _REMEMBERED:
-                self._made.clear()
-            found = self._made[key] = self._headers(principal)
+            found = self._headers(principal)
+            self._made.put(key, found)
         return found
 
     def _headers(self, principal: Principal) -> RawHeaders:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.auth.config import Auth
+from gateway.caching import BoundedCache
 from gateway.model import Principal
 from gateway.policy.kinds import ROUTE, RouteRule, config_route_rules
 from gateway.policy.rules import Ask, Outcome, Rule, evaluate
@@ -23,8 +24,8 @@ class Access:
     rule: str | None = None  # the deciding rule's id; None: auth.default_access
 
 
-# Decisions remembered per (path, method): paths are the caller's, so the memory is bounded and
-# simply forgotten when full (a caller varying paths costs what no memory would).
+# Decisions remembered per (path, method): paths are the caller's, so the memory is bounded (the
+# least recently used forgotten: a caller varying paths cannot push out everyone else's).
 _REMEMBERED = 1024
 
 
@@ -38,7 +39,7 @@ class RouteTable:
         self._has_shadow = len(self._enforced) != len(self._rules)
         self._default_access = auth.default_access
         self._public_paths = public_paths  # discovery documents: always public
-        self._decided: dict[tuple[str, str], Access] = {}
+        self._decided: BoundedCache[tuple[str, str], Access] = BoundedCache(_REMEMBERED)
         # An ask's attributes, one mapping per method, shared by its asks and never changed.
         self._attributes: dict[str, Mapping[str, Any]] = {}
 
@@ -48,9 +49,7 @@ class RouteTable:
         found = self._decided.get(key)
         if found is None:
             found = self._access(path, method)
-            if len(self._decided) >= _REMEMBERED:
-                self._decided.clear()
-            self._decided[key] = found
+            self._decided.put(key, found)
         return found
 
     def _access(self, path: str, method: str) -> Access:

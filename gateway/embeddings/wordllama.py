@@ -47,8 +47,10 @@ class WordLlamaEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         vectors = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         model = _model(self.dimensions)
-        with _EMBEDDING:
-            for group in _groups(texts):
+        for group in _groups(texts):
+            # Taken per group: a query's embedding waits for one group of a background
+            # build's batch at most, not for the whole batch at the build's lower priority.
+            with _EMBEDDING:
                 vectors[group] = model.embed([texts[i] for i in group], norm=False,
                                              batch_size=len(group))
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)

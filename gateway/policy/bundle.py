@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import TypeAdapter
 
+from gateway.caching import BoundedCache
 from gateway.policy.kinds import RawRule, RuleKind
 from gateway.policy.rules import Ask, Outcome, Rule, evaluate
 
@@ -21,8 +22,8 @@ if TYPE_CHECKING:
     from gateway.model import Principal
     from gateway.settings import Settings
 
-# Outcomes a bundle remembers (see `PolicyBundle._evaluate`); when full, it starts over. The
-# bound keeps callers who vary what they ask (platform names, say) from growing it without end.
+# Outcomes a bundle remembers (see `PolicyBundle._evaluate`), the least recently used dropped:
+# callers who vary what they ask (platform names, say) cannot grow it without end.
 DECISIONS_KEPT: Final = 1024
 
 
@@ -34,7 +35,7 @@ class PolicyBundle:
     files: Mapping[str, str] = field(default_factory=dict)  # rule id -> policy file stem
     # (kind, with shadow rules) -> rules, built once: decisions are on the request path.
     _index: dict[tuple[str, bool], list[Rule]] = field(init=False, repr=False, compare=False)
-    _decided: dict[tuple[Any, ...], tuple[Principal, Outcome]] = field(
+    _decided: BoundedCache[tuple[Any, ...], tuple[Principal, Outcome]] = field(
         init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -44,7 +45,7 @@ class PolicyBundle:
             if rule.mode == "enforce":
                 index.setdefault((rule.kind, False), []).append(rule)
         object.__setattr__(self, "_index", index)
-        object.__setattr__(self, "_decided", {})
+        object.__setattr__(self, "_decided", BoundedCache(DECISIONS_KEPT))
 
     def of_kind(self, kind: str, *, shadow: bool = False) -> list[Rule]:
         """Enforced rules of a kind; with `shadow`, the shadow rules too."""
@@ -81,9 +82,7 @@ class PolicyBundle:
         if found is not None and found[0] is ask.principal:
             return found[1]
         outcome = self._decide(ask, shadow)
-        if len(self._decided) >= DECISIONS_KEPT:
-            self._decided.clear()
-        self._decided[key] = (ask.principal, outcome)
+        self._decided.put(key, (ask.principal, outcome))
         return outcome
 
     def _decide(self, ask: Ask, shadow: bool) -> Outcome:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final, Protocol
 
+from gateway.caching import BoundedCache
 from gateway.context import RequestContext
 from gateway.model import Decision, Hit, Principal, Query, deny
 from gateway.policy.bundle import PolicyBundle
@@ -20,7 +21,7 @@ from gateway.policy.rules import Ask, Rule
 
 # Result parts no collection can produce: asking for them follows `Query.strict_fields`.
 UNAVAILABLE_PARTS = frozenset({"semantic_payload"})
-# What `before` allowed, remembered for this many (caller, query) pairs; then it starts over.
+# What `before` allowed, remembered for this many (caller, query) pairs, least recently used out.
 BEFORE_KEPT: Final = 1024
 
 
@@ -54,8 +55,9 @@ class PolicyEngine:
         # The visibilities asked about for each resource (fixed by the bundle), found once.
         self._asked: dict[str, tuple[Resource, tuple[str, ...]]] = {}
         # What `before` allowed: key -> (the caller, parts refused, visibilities, decisions).
-        self._before: dict[tuple[Any, ...], tuple[Principal, frozenset[str],
-                                                  frozenset[str] | None, Again]] = {}
+        self._before: BoundedCache[tuple[Any, ...], tuple[Principal, frozenset[str],
+                                                          frozenset[str] | None, Again]] = \
+            BoundedCache(BEFORE_KEPT)
 
     def can_read(self, principal: Principal, name: str | None,
                  ctx: RequestContext | None = None) -> bool:
@@ -134,11 +136,9 @@ class PolicyEngine:
         start = len(ctx.decisions)
         decided = self._decide_before(ctx, query)
         if key is not None and isinstance(decided, Query):
-            if len(self._before) >= BEFORE_KEPT:
-                self._before.clear()
-            self._before[key] = (ctx.principal, query.fields - decided.fields,
-                                 decided.visible_records if query.collection is not None
-                                 else None, Again.of(ctx.decisions[start:]))
+            self._before.put(key, (ctx.principal, query.fields - decided.fields,
+                                   decided.visible_records if query.collection is not None
+                                   else None, Again.of(ctx.decisions[start:])))
         return decided
 
     def _decide_before(self, ctx: RequestContext, query: Query) -> Query | Decision:

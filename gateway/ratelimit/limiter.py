@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import limits
 
 from gateway import tracing
+from gateway.caching import BoundedCache
 from gateway.context import RequestContext
 from gateway.model import ALLOW, Decision, Principal, deny
 from gateway.observability import RATE_LIMIT_DECISIONS, RATE_LIMIT_STORE_ERRORS
@@ -18,7 +19,7 @@ from gateway.ratelimit.config import RateLimits, Rule, Tier
 from gateway.ratelimit.counters import StoreUnavailable, WindowCounter
 
 log = logging.getLogger("aigw.ratelimit")
-_REMEMBERED = 1024  # (path, method) pairs whose rules are kept found; forgotten when full
+_REMEMBERED = 1024  # (path, method) pairs whose rules are kept found (least recently used go)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,8 @@ class Limiter:
         self._counter = counter
         self._rules = [CompiledRule(rule) for rule in settings.rules]
         self._store_down = False
-        self._found: dict[tuple[str, str], tuple[CompiledRule, ...]] = {}
+        self._found: BoundedCache[tuple[str, str], tuple[CompiledRule, ...]] = \
+            BoundedCache(_REMEMBERED)
 
     def _counting(self, path: str, method: str) -> tuple[CompiledRule, ...]:
         """The rules that count `method path` (remembered: paths repeat)."""
@@ -99,9 +101,7 @@ class Limiter:
         found = self._found.get(key)
         if found is None:
             found = tuple(rule for rule in self._rules if rule.applies(path, method))
-            if len(self._found) >= _REMEMBERED:
-                self._found.clear()
-            self._found[key] = found
+            self._found.put(key, found)
         return found
 
     async def check(self, ctx: RequestContext) -> Decision:

@@ -91,7 +91,7 @@ def _inline(checker: CompiledSchema, instances: list[Any]) -> list[list[Validati
     room = INLINE.max_values - 1  # the list of instances counts as a value
     shapes = []
     for instance in instances:
-        shape = measure(instance, limits.max_input_depth, room)
+        shape = measure(instance, limits.max_input_depth, min(room, limits.max_input_values))
         if shape.problem is not None:
             return None
         room -= shape.values

@@ -93,8 +93,8 @@ class Retriever:
         self.ledger = ledger
         self.sources = sources
         self.cutter = Cutter(TokenCounter(aip.retrieval.encoding), aip.retrieval.chunk_tokens)
-        self._intents: dict[tuple[tuple[str, ...], str | None],
-                            tuple[Denial | None, str | None]] = {}
+        self._intents: BoundedCache[tuple[tuple[str, ...], str | None],
+                                    tuple[Denial | None, str | None]] = BoundedCache(INTENTS_KEPT)
         # (texts, query, whole allowed) -> what `cut` chose from them: what the same query
         # over the same texts always gives, so a busy query's answer is chosen once.
         self._chosen: BoundedCache[tuple[tuple[Text, ...], str, bool],
@@ -113,10 +113,8 @@ class Retriever:
         key = (wanted.intent_domains, wanted.source)
         found = self._intents.get(key)
         if found is None:
-            if len(self._intents) >= INTENTS_KEPT:
-                self._intents.clear()
-            found = self._intents[key] = (scope_refusal(self.aip, wanted),
-                                          pick_source(self.aip, wanted))
+            found = (scope_refusal(self.aip, wanted), pick_source(self.aip, wanted))
+            self._intents.put(key, found)
         return found
 
     def cut(self, source: CompiledSource, hits: list[Hit], query: str) -> tuple[list[Chunk], int]:

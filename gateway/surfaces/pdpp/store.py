@@ -1,8 +1,8 @@
 """Records read from the legacy API and the gateway's own index of them (gateway.index), kept
 per stream (and per subject, for streams of each subject's own records).
 
-- A first read builds the index in a PDPP thread, in the background (the background pool of
-  threads.py, as refreshes: at a lower CPU priority than the event loop): a request waits for it
+- A first read builds the index in a PDPP thread, in the background (at the normal priority:
+  requests wait for it; refreshes run at a lower one, threads.py): a request waits for it
   at most FIRST_READ_WAIT seconds, then is answered 503 `index_building` with a Retry-After
   (never an empty answer that would pass for "nothing matches"). A gateway that restarts
   finds the index on disk (or in the shared database) and serves it without reading the
@@ -118,8 +118,7 @@ class Store:
         request tries again."""
         task = self._first_reads.get(key)
         if task is None:
-            async def first() -> Entry:
-                in_background()  # a build of seconds: it must not hold the other requests
+            async def first() -> Entry:  # requests wait for it: the normal priority
                 return await self._keep(key, await self._first(stream, subject, load))
 
             task = self._first_reads[key] = asyncio.create_task(first())

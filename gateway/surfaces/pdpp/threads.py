@@ -2,9 +2,10 @@
 PDPP threads once the stream is big: searches and listings of big streams queue there instead
 of taking every core, and never hold the event loop.
 
-Two pools of two threads: one for work a request waits for (normal priority), one for a
-stream's first read and its refreshes (`in_background`: lower priority, gateway.background),
-so an index being built or refreshed yields the CPU to the loop and to the request threads.
+Two pools of two threads: one for work a request waits for (normal priority: searches,
+listings, a stream's first read), one for its refreshes (`in_background`: lower priority,
+gateway.background), so an index being refreshed yields the CPU to the loop and to the request
+threads.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from gateway.background import background_pool
 T = TypeVar("T")
 _THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="aigw-pdpp")
 _BACKGROUND = background_pool(2, "aigw-pdpp-index")
-# Set in the task of a first read or a refresh (a task's context is its own copy): every
+# Set in the task of a refresh (a task's context is its own copy): every
 # thread hop that task makes goes to _BACKGROUND.
 _IN_BACKGROUND: ContextVar[bool] = ContextVar("aigw_pdpp_in_background", default=False)
 # Records below which a pass costs less than a thread handoff (~0.1 ms at ~50 ns a record).
