@@ -1,13 +1,13 @@
 """AIP's own decisions, in the spec's order around the policy engine's: access and scope
-(`refusal`, as the request is parsed), then the engine decides the policy packs' `aip_retrieve`
-rules and who reads the source, then what the publisher can serve (`unsupported`, before any
-upstream call). Limits are the strictest of the declaration and every pack."""
+(`access_refusal`, `scope_refusal`, as the request is parsed), then the engine decides the
+policy packs' `aip_retrieve` rules and who reads the source, then what the publisher can serve
+(`unsupported`, before any upstream call). Limits are the strictest of the declaration and
+every pack."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
-from typing import Literal
 
 from gateway.policy.bundle import PolicyBundle
 from gateway.surfaces.aip.config import Aip
@@ -49,11 +49,6 @@ class AipPolicy:
         return Limits(min(chunks), min(tokens))
 
 
-def refusal(aip: Aip, request: RetrieveRequest, today: date) -> Denial | None:
-    """The first of the access and scope denials that applies."""
-    return access_refusal(aip, today) or scope_refusal(aip, request)
-
-
 def access_refusal(aip: Aip, today: date) -> Denial | None:
     access, sunset = aip.intent_access, aip.compliance.sunset
     if not access.enabled or access.state != "active":
@@ -70,10 +65,9 @@ def scope_refusal(aip: Aip, request: RetrieveRequest) -> Denial | None:
     return Denial("out_of_scope", "Requested intent is outside declared editorial domains.")
 
 
-def unsupported(aip: Aip, request: RetrieveRequest,
-                picked: str | Literal[False] | None = False) -> Denial | None:
+def unsupported(aip: Aip, request: RetrieveRequest, picked: str | None) -> Denial | None:
     """Why the publisher cannot serve the request, if it cannot; `picked`: what `pick_source`
-    gives for it, when already known."""
+    gives for it."""
     supports = aip.retrieval.supports
     if request.mode == "full_article" and not supports.full_article:
         return Denial("unsupported", "Full articles are not offered; ask for chunks.")
@@ -83,7 +77,7 @@ def unsupported(aip: Aip, request: RetrieveRequest,
         return Denial("unsupported", "No such source is offered.")
     if not request.query_text or not request.query_text.strip():
         return Denial("unsupported", "Retrieval needs runtime.query_text.")
-    if (pick_source(aip, request) if picked is False else picked) is None:
+    if picked is None:
         return Denial("unsupported", "No source offered covers this intent.")
     return None
 

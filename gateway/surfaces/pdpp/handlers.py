@@ -207,14 +207,17 @@ class PdppService:
         asked = paging.Listed(access, limit, request.order(params),
                               narrowed(access, params.get("fields")), params.filters)
         filters.check(params.filters, access)
-        binding = paging.records_binding(asked, call.principal)
-        position = self.cursors.position(params.get("cursor"), binding)
+        cursor = params.get("cursor")
+        # Made when a cursor is read or issued (a grant digest): not for a remembered first page.
+        binding = paging.records_binding(asked, call.principal) if cursor is not None else None
+        position = self.cursors.position(cursor, binding) if binding is not None else None
         entry = await self._entry(access.stream, call)
         # The body is all the query's, the copy's and the caller's (the cursor is bound to it).
         pipeline, memo_key = call.exchange.pipeline, (
             entry.serial, access.stream.name, bytes(call.http.scope.get("query_string", b"")))
         body = self.memo.body(call.principal, pipeline, memo_key)
         if body is None:
+            binding = binding or paging.records_binding(asked, call.principal)
             document = await self._records(asked, entry, position, params, binding)
             body = orjson.dumps(document)
             self.memo.keep_body(call.principal, pipeline, memo_key, body,
