@@ -52,11 +52,14 @@ def connect(url: str, timeout: float) -> Redis | RedisCluster:
         sentinel = Sentinel(_nodes(url), sentinel_kwargs={**_auth(url), **options},
                             **_auth(url), **options)
         return sentinel.master_for(service, db=db)
-    if parts.scheme in ("redis", "rediss", "unix"):
-        return Redis.from_url(url, **options)
-    if parts.scheme == "redis+unix":
-        return Redis.from_url("unix" + url.removeprefix("redis+unix"), **options)
+    if parts.scheme in ("redis", "rediss", "unix", "redis+unix"):
+        return Redis.from_url(redis_py_url(url), **options)
     raise RedisUrlError(f"expected a URL with a scheme among {', '.join(SCHEMES)}")
+
+
+def redis_py_url(url: str) -> str:
+    """A single server's URL as redis-py reads it (`redis+unix:` is its `unix:`)."""
+    return "unix:" + url.removeprefix("redis+unix:") if url.startswith("redis+unix:") else url
 
 
 def check(url: str) -> str:

@@ -100,9 +100,11 @@ def test_a_slow_trailer_gets_408(gateway: Gateway):
     assert_refused(*parse(raw), 408, "request_timeout")
 
 
-def test_a_timed_receive_arms_its_timer_only_for_a_wait_and_passes_cancellation_on():
+def test_a_timed_receive_arms_its_timer_only_for_a_wait_and_passes_cancellation_on(
+        monkeypatch: pytest.MonkeyPatch):
     import asyncio
 
+    from gateway import bodytimer
     from gateway.bodytimer import timed_receive
     from gateway.errors import GatewayError
 
@@ -120,9 +122,15 @@ def test_a_timed_receive_arms_its_timer_only_for_a_wait_and_passes_cancellation_
             await asyncio.Event().wait()
             raise AssertionError("unreachable")
 
+        armed = []
+        timeout = asyncio.timeout
+        monkeypatch.setattr(bodytimer.asyncio, "timeout",
+                            lambda delay: armed.append(delay) or timeout(delay))
         assert (await timed_receive(ready, 1, 5)())["body"] == b"now"
+        assert armed == []  # a message ready at once: no timer
         asyncio.get_running_loop().call_later(0.05, arrived.set)
         assert (await timed_receive(later, 1, 5)())["body"] == b"later"
+        assert len(armed) == 1  # one for the wait
         with pytest.raises(GatewayError) as refused:
             await timed_receive(never, 0.05, 5)()
         assert refused.value.status == 408

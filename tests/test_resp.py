@@ -65,6 +65,15 @@ async def test_a_wrong_password_is_refused_without_echoing_it(server):
     assert "wrong-password" not in str(refused.value)
 
 
+async def test_a_closed_client_refuses_calls(server):
+    _, port = server
+    client = LeanRedis(f"redis://:s3cret@127.0.0.1:{port}", timeout=2)
+    assert await client.run(INCR, ["before-close"], [1]) == 1
+    await client.aclose()
+    with pytest.raises(ConnectionError):
+        await client.run(INCR, ["after-close"], [1])
+
+
 async def test_an_error_reply_is_a_script_error(server):
     _, port = server
     client = LeanRedis(f"redis://:s3cret@127.0.0.1:{port}", timeout=2)

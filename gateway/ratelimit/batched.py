@@ -131,6 +131,8 @@ class BatchedWindow:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(self._interval)
+            if not self._local:  # nothing kept here: nothing to send or read back
+                continue
             with contextlib.suppress(StoreUnavailable):
                 await self._synced()
 

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import limits
 
+from gateway.caching import BoundedCache
 from gateway.ratelimit import resp
 from gateway.ratelimit.counters import Count, StoreUnavailable
 from gateway.ratelimit.resp import LeanRedis, Script
@@ -91,7 +92,7 @@ return out
 """
 
 _MAX_BATCH = 512  # hits in one script call; more start another
-_KEYS_KEPT = 10_000  # Redis keys remembered per (limit, identity); forgotten when full
+_KEYS_KEPT = 10_000  # Redis keys remembered per (limit, identity), least recently used out
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,8 @@ class RedisSlidingWindow:
         self._one_per_call = urlsplit(url).scheme == "redis+cluster"
         self._waiting: list[_Waiting] = []
         self._sending: asyncio.Task[None] | None = None  # the one call under way
-        self._keys: dict[tuple[int, tuple[str, ...]], tuple[limits.RateLimitItem, str]] = {}
+        self._keys: BoundedCache[tuple[int, tuple[str, ...]],
+                                 tuple[limits.RateLimitItem, str]] = BoundedCache(_KEYS_KEPT)
 
     async def aclose(self) -> None:
         if self._sending is not None:
@@ -150,11 +152,9 @@ class RedisSlidingWindow:
         # the item, so its id cannot be reused by another while the entry exists.
         found = self._keys.get((id(item), identity))
         if found is None or found[0] is not item:
-            if len(self._keys) >= _KEYS_KEPT:
-                self._keys.clear()
             # The hash tag keeps both windows of one counter on one cluster slot.
             found = (item, hash_tagged(self._prefix + ":" + item.key_for(*identity)))
-            self._keys[(id(item), identity)] = found
+            self._keys.put((id(item), identity), found)
         return found[1]
 
     async def count(self, key: str, limit: int, window: int, cost: int = 1) -> Tally:
@@ -193,13 +193,9 @@ class RedisSlidingWindow:
                 future.set_result(tally)
 
     async def _call(self, hits: Sequence[tuple[str, int, int, int]]) -> list[Tally]:
-        if self._one_per_call and len(hits) > 1:
-            groups = await self._each([([key], [limit, window, cost])
-                                       for key, limit, window, cost in hits], self._count)
-            flat = [value for group in groups for value in group]
-        else:
-            args = [value for _, limit, window, cost in hits for value in (limit, window, cost)]
-            flat = await self._run(self._count, [key for key, *_ in hits], args)
+        """One script call for `hits` (on a cluster, `count` sends one hit per call)."""
+        args = [value for _, limit, window, cost in hits for value in (limit, window, cost)]
+        flat = await self._run(self._count, [key for key, *_ in hits], args)
         numbers = _numbers(flat, 5 * len(hits))
         return [Tally(bool(numbers[i]), *numbers[i + 1:i + 5]) for i in range(0, len(numbers), 5)]
 

@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 import hiredis
 
+from gateway.redis_url import redis_py_url
+
 _SINGLE_SERVER = {"redis", "unix", "redis+unix"}
 _OPTIONS = {"host", "port", "db", "username", "password", "path", "connection_class"}
 
@@ -41,9 +43,7 @@ def serves(url: str) -> bool:
 def _parsed(url: str) -> dict[str, Any]:
     from redis.asyncio.connection import parse_url
 
-    if url.startswith("redis+unix:"):
-        url = "unix:" + url.removeprefix("redis+unix:")
-    return dict(parse_url(url))
+    return dict(parse_url(redis_py_url(url)))
 
 
 class Script:
@@ -60,6 +60,7 @@ class LeanRedis:
         self._timeout = timeout
         self._connection: _Connection | None = None
         self._opening = asyncio.Lock()
+        self._closed = False
 
     async def run(self, script: Script, keys: Sequence[str], args: Sequence[int]) -> Any:
         """The script's reply. Raises `ScriptError` for an error reply, `ConnectionError`,
@@ -73,15 +74,20 @@ class LeanRedis:
         return reply
 
     async def aclose(self) -> None:
-        if self._connection is not None:
-            self._connection.fail(ConnectionError("closed"))
-            self._connection = None
+        """Close the connection; a call from now on (or one still opening) raises."""
+        self._closed = True
+        async with self._opening:  # one being opened is stored first, then closed here
+            if self._connection is not None:
+                self._connection.fail(ConnectionError("closed"))
+                self._connection = None
 
     async def _connected(self) -> _Connection:
         connection = self._connection
         if connection is not None and not connection.closed:
             return connection
         async with self._opening:
+            if self._closed:
+                raise ConnectionError("client closed")
             if self._connection is None or self._connection.closed:
                 self._connection = await self._open()
             return self._connection
