@@ -21,9 +21,8 @@ def core_documents(settings: Settings, bundle: PolicyBundle | None = None,
     `own_resources` the path prefixes that are protected resources of their own (each gets its
     metadata document at the well-known path with its own path appended)."""
     fragments = (surface.openapi(settings) for surface in registry.surfaces())
-    route_rules = bundle.of_kind("route") if bundle is not None else None
     documents = {openapi.PATH: StaticDocument(
-        "gateway", openapi.build_openapi(settings, fragments, route_rules))}
+        "gateway", openapi.build_openapi(settings, fragments, bundle))}
     if settings.auth is None:
         return documents
     from gateway.auth.metadata import (
@@ -36,7 +35,7 @@ def core_documents(settings: Settings, bundle: PolicyBundle | None = None,
 
     auth = settings.auth
     resource = resource_identifier(auth, settings.public_base_url)
-    scopes = RouteTable(auth, rules=route_rules).scopes() | set(auth.scope_grants)
+    scopes = RouteTable(auth, bundle=bundle).scopes() | set(auth.scope_grants)
     metadata = protected_resource_metadata(auth, resource, scopes)
     for surface in registry.surfaces():
         metadata = merge_members(metadata, surface.resource_metadata(settings))

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from gateway.auth.config import Auth
 from gateway.auth.routes import RouteTable
-from gateway.policy.rules import Rule
+from gateway.policy.bundle import PolicyBundle
 from gateway.settings import Settings
 
 PATH = "/.well-known/aigw/openapi.json"
@@ -83,9 +83,10 @@ def document_operation(summary: str, schema: dict[str, Any], media_type: str,
 
 
 def build_openapi(settings: Settings, fragments: Iterable[dict[str, Any]],
-                  route_rules: Sequence[Rule] | None = None) -> dict[str, Any]:
+                  bundle: PolicyBundle | None = None) -> dict[str, Any]:
     """Merge the surfaces' fragments with the core's documents into one OpenAPI document;
-    `route_rules` (default: `auth.routes`) give each operation its security requirement."""
+    the route decisions of `bundle` (default: `auth.routes` alone) give each operation its
+    security requirement."""
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {"GatewayError": _GATEWAY_ERROR_SCHEMA}
     for fragment in fragments:
@@ -94,7 +95,7 @@ def build_openapi(settings: Settings, fragments: Iterable[dict[str, Any]],
     paths.update(_core_paths(settings))
     if settings.auth is not None:
         schemas["ProtectedResourceMetadata"] = _METADATA_SCHEMA
-    _fill_security(paths, settings.auth, route_rules)
+    _fill_security(paths, settings.auth, bundle)
     components: dict[str, Any] = {"schemas": schemas}
     schemes = security_schemes(settings.auth)
     if schemes:
@@ -123,7 +124,7 @@ def security_schemes(auth: Auth | None) -> dict[str, Any]:
 
 
 def _fill_security(paths: dict[str, Any], auth: Auth | None,
-                   route_rules: Sequence[Rule] | None) -> None:
+                   bundle: PolicyBundle | None) -> None:
     """Give every operation without one the requirement its `auth.routes` rule sets.
 
     `[{}]` from a surface means public with optional credentials: the schemes are added.
@@ -131,7 +132,7 @@ def _fill_security(paths: dict[str, Any], auth: Auth | None,
     if auth is None:
         return
     names = list(security_schemes(auth))
-    table = RouteTable(auth, rules=route_rules)
+    table = RouteTable(auth, bundle=bundle)
     for path, item in paths.items():
         concrete = _TEMPLATE.sub("x", path)
         for method in _METHODS:

@@ -1,9 +1,9 @@
-"""The authenticate stage: credential -> verified Principal -> scope check, or a denial that
-carries the RFC 6750 challenge pointing at the RFC 9728 metadata."""
+"""The authenticate stage: credential -> verified Principal -> the route decision (the policy
+engine's, gateway.auth.routes), or a denial that carries the RFC 6750 challenge pointing at the
+RFC 9728 metadata."""
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any
 
@@ -21,24 +21,21 @@ from gateway.auth.introspection import IntrospectionUnavailable, Introspector
 from gateway.auth.jwt_verifier import InvalidToken, JwtVerifier, NotOurs
 from gateway.auth.metadata import MetadataUrls
 from gateway.auth.principals import ClaimsError, principal_from_claims
-from gateway.auth.routes import Access, RouteTable
+from gateway.auth.routes import RouteTable
 from gateway.context import RequestContext
 from gateway.model import ANONYMOUS, Decision, Principal, deny
 from gateway.observability import AUTH_FAILURES
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.decisions import note
-from gateway.policy.rules import Effect, Outcome
+from gateway.policy.rules import Outcome
 from gateway.ratelimit.counters import limits_storage
-
-_POLICY_REFUSALS = ("missing_credentials", "insufficient_scope")
 
 
 class Authenticator:
     def __init__(self, auth: Auth, metadata: MetadataUrls, public_paths: frozenset[str],
                  bundle: PolicyBundle | None = None, failure_store: Any = None) -> None:
         self.auth = auth
-        rules = bundle.of_kind("route", shadow=True) if bundle is not None else None
-        self.routes = RouteTable(auth, public_paths, rules)
+        self.routes = RouteTable(auth, public_paths, bundle)
         self._metadata = metadata
         self._http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
         self._jwt = JwtVerifier(auth.issuers, self._http) if auth.issuers else None
@@ -49,39 +46,39 @@ class Authenticator:
             auth.failure_limit, failure_store or limits_storage("memory://", "", 1.0))
 
     async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal | Decision:
-        access = self.routes.access(ctx.path, ctx.method)
-        outcome = await self._authenticate(ctx, scope, access)
-        self._note(ctx, access, outcome)
-        return outcome
+        """The caller (anonymous without a credential), then the route rules' decision for
+        it: a credential that fails is refused before any rule is asked."""
+        principal = await self._authenticate(ctx, scope)
+        if isinstance(principal, Decision) or self.routes.is_document(ctx.path):
+            return principal
+        outcome = self.routes.decide(ctx.path, ctx.method, principal)
+        note(ctx, "gateway", self.routes.ask(ctx.path, ctx.method, principal), outcome,
+             self.routes.shadow(ctx.path, ctx.method, principal))
+        if outcome.effect == "allow":
+            return principal
+        return self._refused(ctx.path, principal, outcome)
 
     def admits(self, principal: Principal, path: str, method: str) -> bool:
-        access = self.routes.access(path, method)
-        return access.public or (not principal.is_anonymous and access.scopes <= principal.scopes)
+        return self.routes.admits(principal, path, method)
 
-    def _note(self, ctx: RequestContext, access: Access, outcome: Principal | Decision) -> None:
-        """Record the route decision: not for discovery documents (no rule governs them) nor
-        for credentials that failed (authentication, not policy)."""
-        if self.routes.is_document(ctx.path):
-            return
-        if isinstance(outcome, Decision) and outcome.code not in _POLICY_REFUSALS:
-            return
-        if isinstance(outcome, Principal):
-            principal, decided = outcome, _route_outcome(access.rule, "allow", "admitted")
-        else:
-            principal = ANONYMOUS
-            decided = _route_outcome(access.rule, "deny", outcome.code or "refused")
-        note(ctx, "gateway", self.routes.ask(ctx.path, ctx.method, principal), decided,
-             self.routes.shadow(ctx.path, ctx.method, principal))
+    def _refused(self, path: str, principal: Principal, outcome: Outcome) -> Decision:
+        """A denied route: 401 for a caller without a token (one may be let in), else 403,
+        naming the scopes the path's allow-list asks for when that is what refused it."""
+        if principal.is_anonymous:
+            return self._refuse(401, "missing_credentials", path=path)
+        scopes = self.routes.required_scopes(outcome)
+        return self._refuse(403, "insufficient_scope",
+                            "The token lacks a scope this route requires." if scopes else
+                            "This token may not call this route.",
+                            scope=" ".join(sorted(scopes)) or None, path=path)
 
-    async def _authenticate(self, ctx: RequestContext, scope: Scope,
-                            access: Access) -> Principal | Decision:
+    async def _authenticate(self, ctx: RequestContext, scope: Scope) -> Principal | Decision:
         try:
             credential = extract(scope, self.auth, self.api_keys.header if self.api_keys else None)
             if credential is None:
-                return ANONYMOUS if access.public else \
-                    self._refuse(401, "missing_credentials", path=ctx.path)
+                return ANONYMOUS
             tracing.annotate({"aigw.auth.credential": credential.kind})
-            principal = await self._resolve(ctx.client, credential)
+            return await self._resolve(ctx.client, credential)
         except BadCredentials as exc:
             return await self._failed(ctx, 401, "invalid_request", str(exc))
         except OversizedToken:
@@ -94,11 +91,6 @@ class Authenticator:
             return self._refuse(503, "auth_unavailable",
                                 "The token could not be checked right now; retry later.",
                                 path=ctx.path)
-        if not access.public and not access.scopes <= principal.scopes:
-            return self._refuse(403, "insufficient_scope",
-                                "The token lacks a scope this route requires.",
-                                scope=" ".join(sorted(access.scopes)), path=ctx.path)
-        return principal
 
     async def _resolve(self, address: str, credential: Credential) -> Principal:
         """The credential's principal: from the cache of verified ones, else verified now,
@@ -193,8 +185,3 @@ class Authenticator:
         if self._introspector is not None:
             await self._introspector.aclose()
 
-
-@functools.lru_cache(maxsize=1024)
-def _route_outcome(rule: str | None, effect: Effect, why: str) -> Outcome:
-    """A route decision's outcome (immutable, so one per rule and effect serves every request)."""
-    return Outcome(effect, rule, "enforce", why)

@@ -62,7 +62,9 @@ class RuleKind:
 
 
 class RouteRule(Rule):
-    """Who may call paths under a prefix: the longest matching prefix decides."""
+    """Who may call paths under a prefix. Allow rules: those of the longest matching prefix
+    are the path's allow-list (`public`, or a token with `when`). Deny rules: refuse the
+    callers `when` matches, under their prefix, whatever any allow rule says."""
 
     kind: Literal["route"] = Field(
         description="`route`: who may call a path prefix (the most specific rule decides).",
@@ -81,13 +83,16 @@ class RouteRule(Rule):
         return len(self.path)
 
     def admits(self, principal: Principal) -> bool:
+        if self.effect == "deny":  # refuses whom `when` names, anonymous callers included
+            return self.when.admits(principal)
         if self.public:
             return True
         return not principal.is_anonymous and self.when.admits(principal)
 
     def why_not(self, principal: Principal) -> str:
-        return "needs a token" if principal.is_anonymous and not self.when.scopes \
-            else self.when.why_not(principal)
+        if self.effect == "allow" and principal.is_anonymous and not self.when.scopes:
+            return "needs a token"
+        return self.when.why_not(principal)
 
 
 def _config_routes(settings: Settings) -> list[RawRule]:
@@ -104,7 +109,10 @@ def config_route_rules(auth: Auth) -> list[RawRule]:
 
 
 def _route_default(ask: Ask) -> Effect:
-    return "allow" if ask.attributes.get("default_access") == "public" else "deny"
+    """`auth.default_access`: public lets everyone in; authenticated, any token."""
+    if ask.attributes.get("default_access") == "public":
+        return "allow"
+    return "deny" if ask.principal.is_anonymous else "allow"
 
 
 def _route_samples(settings: Settings, rules: list[Rule]) -> list[Sample]:

@@ -2,15 +2,18 @@
 
 Every rule has an id, a kind, a description, an owner, a mode (`enforce` or `shadow`), an
 effect and a `when` (who it applies to). Its kind adds what it selects (a path, a collection,
-a platform...). The semantics, stated once (README "Policy rules"):
+a platform...). The semantics, stated once (docs/explanation/policy-model.md):
 
 - The rules of the decision's kind that *select* the resource are consulted in file order
-  (files by name); a rule *matches* when it selects the resource and `when` holds.
-- Deny overrides: the first matching `deny` rule decides. Else the first matching `allow`.
-- When rules select the resource but none matches and one of them allows, the resource is
-  allow-listed and the caller is denied. When no rule selects it, the kind's default applies.
-- Kinds marked `most_specific` (routes) consult only the most specific selecting rule: it
-  allows when `when` holds and denies otherwise.
+  (files by name); a rule *matches* a caller when it selects the resource and `when` holds.
+- A matching `deny` decides: deny, whatever else selects the resource. A deny rule that does
+  not match the caller does not decide for that caller.
+- Else the `allow` rules decide: the resource's allow rules are its allow-list. A matching
+  one allows; when allow rules select the resource but none matches, the caller is denied.
+  Kinds marked `most_specific` (routes) take the allow-list of the most specific level only
+  (the longest path), so a narrower path can open or close what a wider one says.
+- When no allow rule selects the resource (and no deny matched), the kind's default applies.
+- So deny rules only ever take away: adding one can never turn a decision into allow.
 - `shadow` rules are evaluated the same way but only logged and counted; they change nothing.
 """
 
@@ -128,30 +131,33 @@ def evaluate(rules: Sequence[Rule], ask: Ask, default: Effect, *,
     if not rules:  # the common case of a kind no policy file uses, once per field or record
         return Outcome(default, None, "enforce", _DEFAULT_WHY)
     selecting = [rule for rule in rules if rule.kind == ask.kind and rule.selects(ask)]
-    if most_specific:
-        selecting = sorted(selecting, key=lambda rule: -rule.specificity())[:1]
     consulted = tuple(_consult(rule, ask.principal) for rule in selecting)
-    if most_specific and selecting:
-        rule, seen = selecting[0], consulted[0]
-        effect: Effect = rule.effect if seen.matched else _opposite(rule.effect)
-        return Outcome(effect, rule.id, rule.mode, seen.why, consulted)
-    matching = [rule for rule, seen in zip(selecting, consulted, strict=True) if seen.matched]
-    for wanted in ("deny", "allow"):
-        for rule in matching:
-            if rule.effect == wanted:
-                return Outcome(rule.effect, rule.id, rule.mode, rule.description, consulted)
     for rule, seen in zip(selecting, consulted, strict=True):
-        if rule.effect == "allow":
-            return Outcome("deny", rule.id, rule.mode,
-                           f"allow-listed, and the caller {seen.why}", consulted)
+        if rule.effect == "deny" and seen.matched:
+            return Outcome("deny", rule.id, rule.mode, rule.description, consulted)
+    allow_list = _allow_list(selecting, consulted, most_specific)
+    for rule, seen in allow_list:
+        if seen.matched:
+            return Outcome("allow", rule.id, rule.mode, rule.description, consulted)
+    if allow_list:
+        rule, seen = allow_list[0]
+        return Outcome("deny", rule.id, rule.mode,
+                       f"allow-listed, and the caller {seen.why}", consulted)
     return Outcome(default, None, "enforce", _DEFAULT_WHY, consulted)
+
+
+def _allow_list(selecting: list[Rule], consulted: tuple[Consulted, ...],
+                most_specific: bool) -> list[tuple[Rule, Consulted]]:
+    """The allow rules that decide who is allowed: all of them, or the most specific level's."""
+    allows = [(rule, seen) for rule, seen in zip(selecting, consulted, strict=True)
+              if rule.effect == "allow"]
+    if most_specific and allows:
+        top = max(rule.specificity() for rule, _ in allows)
+        allows = [(rule, seen) for rule, seen in allows if rule.specificity() == top]
+    return allows
 
 
 def _consult(rule: Rule, principal: Principal) -> Consulted:
     matched = rule.admits(principal)
     why = "matches" if matched else rule.why_not(principal)
     return Consulted(rule.id, rule.mode, matched, why)
-
-
-def _opposite(effect: Effect) -> Effect:
-    return "deny" if effect == "allow" else "allow"

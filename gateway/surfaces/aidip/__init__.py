@@ -69,8 +69,7 @@ class AidipPlugin(Surface):
         settings = context.settings
         base = (settings.public_base_url or "").rstrip("/") + aidip.base_path + "/agents"
         catalog = Catalog(aidip, store, base, _authentication(settings))
-        route_rules = context.bundle.of_kind("route") if context.bundle is not None else None
-        cards = Cards(catalog, settings, CardSecurity(settings.auth, route_rules))
+        cards = Cards(catalog, settings, CardSecurity(settings.auth, context.bundle))
         service = AidipService(catalog, breakers, cards)
         routes = service.routes()
         public = frozenset(route.path for route in routes

@@ -11,13 +11,12 @@ scheme; API keys an API-key scheme.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.auth.config import Auth, Issuer
 from gateway.auth.routes import RouteTable
-from gateway.policy.rules import Rule
+from gateway.policy.bundle import PolicyBundle
 
 _METADATA = "/.well-known/oauth-authorization-server"
 
@@ -25,11 +24,11 @@ _METADATA = "/.well-known/oauth-authorization-server"
 class CardSecurity:
     """One config generation's schemes and route rules, asked per card."""
 
-    def __init__(self, auth: Auth | None, route_rules: Sequence[Rule] | None = None) -> None:
+    def __init__(self, auth: Auth | None, bundle: PolicyBundle | None = None) -> None:
         self.table: RouteTable | None = None
         self.schemes: dict[str, Any] = {}
         if auth is not None:
-            self.table = RouteTable(auth, rules=route_rules)
+            self.table = RouteTable(auth, bundle=bundle)
             self.schemes = _schemes(auth, self.table)
 
     def members(self, *paths: str) -> dict[str, Any]:
