@@ -45,7 +45,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from gateway.policy.explain import explain_logged, explain_request
+    from gateway.policy.explain import differs, explain_logged, explain_request
 
     loaded = load(args.config, args.dir)
     if loaded is None or loaded.bundle is None:
@@ -60,7 +60,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if lines is None:
         return 1
     print("\n".join(lines))
-    return 0
+    return 1 if differs(lines) else 0
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -125,7 +125,8 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> None:
                          help='e.g. "kind=vector_return resource=articles"')
     explain.add_argument("--principal", "-p", default="kind=anonymous",
                          help='e.g. "kind=client scopes=vectors:read client_id=partner"')
-    explain.add_argument("--decision-id", help="explain a logged decision instead")
+    explain.add_argument("--decision-id", help="explain a logged decision instead (exit 1 "
+                         "when the policies loaded now decide it otherwise)")
     explain.add_argument("--log", help="the decision-log file to find --decision-id in")
     lint = action("lint", "schema, shadowed or unreachable rules, overlaps, unknown scopes",
                   cmd_lint)

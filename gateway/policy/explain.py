@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.loader import LoadedConfig
+from gateway.model import Principal
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.fixtures import PrincipalSpec, ask_of
 from gateway.policy.matrix import detail, outcome_line
@@ -79,13 +80,33 @@ def explain_logged(loaded: LoadedConfig, log: Path, decision_id: str) -> list[st
     spec = PrincipalSpec(kind=view.get("kind", "anonymous"), scopes=view.get("scopes", []),
                          client_id=view.get("client_id"))
     for entry in record.get("decisions", []):
-        request = {"kind": entry["kind"], "resource": entry["resource"],
-                   **entry.get("attributes", {})}
         lines.append("")
-        lines.append(f"logged: {entry['effect']} by {entry.get('rule') or 'the default'}")
-        lines.extend(explain(loaded.bundle, loaded.settings,
-                             ask_of(request, spec.principal())))
+        lines.extend(_explain_entry(loaded, entry, spec.principal()))
     return lines
+
+
+def _explain_entry(loaded: LoadedConfig, entry: dict[str, Any], principal: Principal) -> list[str]:
+    """One logged decision explained now, with a `differs:` line when the policies loaded
+    decide it otherwise than the gateway did (another revision, or a bug: both are news)."""
+    assert loaded.bundle is not None
+    request = {"kind": entry["kind"], "resource": entry["resource"],
+               **entry.get("attributes", {})}
+    logged = f"{entry['effect']} by {entry.get('rule') or 'the default'}"
+    lines = [f"logged: {logged}"]
+    ask = ask_of(request, principal)
+    if ask.kind not in loaded.bundle.kinds:
+        return [*lines, f"differs: kind {ask.kind} is not one the policies now loaded know"]
+    lines.extend(explain(loaded.bundle, loaded.settings, ask))
+    kind = loaded.bundle.kinds[ask.kind]
+    now = loaded.bundle.decide(kind.with_context(loaded.settings, ask))
+    if (now.effect, now.rule) != (entry["effect"], entry.get("rule")):
+        lines.append(f"differs: logged {logged}; the policies now loaded decide "
+                     f"{now.effect} by {now.rule or 'the default'}")
+    return lines
+
+
+def differs(lines: list[str]) -> bool:
+    return any(line.startswith("differs: ") for line in lines)
 
 
 def _find(log: Path, decision_id: str) -> dict[str, Any] | None:
