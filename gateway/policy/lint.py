@@ -1,13 +1,16 @@
 """`aigw policy lint`: what a reviewer should know beyond the schema (which loading checks,
 with every collection or stream a rule names): rules that never decide, rules that disagree
-on the same caller and resource, and scopes nothing grants."""
+on the same caller and resource, deny rules wider than their authors likely meant, and
+scopes nothing grants."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.paths import matches_prefix
 from gateway.policy.bundle import PolicyBundle
+from gateway.policy.kinds import RouteRule
 from gateway.policy.matrix import asks, deciding_rules, known_scopes, matching_rules, personas
 
 
@@ -23,7 +26,7 @@ class Finding:
 
 def lint(bundle: PolicyBundle, settings: Any) -> list[Finding]:
     return [*_never_deciding(bundle, settings), *_overlaps(bundle, settings),
-            *_unknown_scopes(bundle, settings)]
+            *_wide_denies(bundle), *_unknown_scopes(bundle, settings)]
 
 
 def _never_deciding(bundle: PolicyBundle, settings: Any) -> list[Finding]:
@@ -48,13 +51,39 @@ def _overlaps(bundle: PolicyBundle, settings: Any) -> list[Finding]:
             matching = matching_rules(bundle, ask)
             for allow in (r for r in matching if r.effect == "allow"):
                 for deny in (r for r in matching if r.effect == "deny"):
-                    if (allow.id, deny.id) in seen or bundle.kinds[ask.kind].most_specific:
+                    if (allow.id, deny.id) in seen:
                         continue
                     seen.add((allow.id, deny.id))
                     found.append(Finding("warning", deny.id, f"overlaps {allow.id} with the "
                                          f"opposite effect ({persona.label} on {ask.resource});"
                                          " deny overrides"))
     return found
+
+
+def _wide_denies(bundle: PolicyBundle) -> list[Finding]:
+    """A route deny for everyone over a prefix that public routes live under: a matching deny
+    wins over any allow, so those routes are closed too, which is rarely what was meant."""
+    routes = [rule for rule in bundle.of_kind("route", shadow=True)
+              if isinstance(rule, RouteRule)]
+    found = []
+    for deny in routes:
+        if deny.effect != "deny" or deny.when.model_dump(exclude_defaults=True) or \
+                deny.id not in bundle.files:
+            continue
+        under = [rule.id for rule in routes if rule.effect == "allow" and rule.public
+                 and matches_prefix(deny.path, rule.path) and _methods_meet(deny, rule)]
+        if under:
+            found.append(Finding("warning", deny.id, f"denies everyone under {deny.path}, "
+                                 f"where public rules live ({', '.join(under)}): a matching deny "
+                                 "wins over any allow, so they are closed too; give it a `when` "
+                                 "or a narrower path"))
+    return found
+
+
+def _methods_meet(one: RouteRule, other: RouteRule) -> bool:
+    if one.methods is None or other.methods is None:
+        return True
+    return bool({m.upper() for m in one.methods} & {m.upper() for m in other.methods})
 
 
 def _unknown_scopes(bundle: PolicyBundle, settings: Any) -> list[Finding]:

@@ -1,7 +1,8 @@
 """The decision matrix: what the rules decide for each kind of caller on each resource.
 
 Callers ("personas") are anonymous, a client with no scope, a client with each scope set a
-rule or route names, one with every such scope, and each client a rule names. Resources and
+rule or route names, one with every such scope, each client a rule names, and an owner with
+every scope where a rule names token kinds. Resources and
 attributes come from each kind's `samples`. Every cell is decided by the bundle itself, so the
 report, `lint` and `diff` can never disagree with the gateway.
 """
@@ -58,6 +59,9 @@ def personas(bundle: PolicyBundle, extra_scopes: Iterable[str] = ()) -> list[Per
     clients = sorted({c for rule in bundle.rules for c in rule.when.clients or ()})
     found.extend(Persona(f"client_id {c}", Principal(c, c, every, TokenKind.CLIENT))
                  for c in clients)
+    if any(rule.when.kinds for rule in bundle.rules):
+        found.append(Persona("owner (every scope)",
+                             Principal("owner", None, every, TokenKind.OWNER)))
     return found
 
 
