@@ -154,6 +154,36 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting(tmp_path):
     assert len((tmp_path / "d.jsonl").read_text().splitlines()) == 2
 
 
+def _written(settings: DecisionLogSettings) -> None:
+    async def once() -> None:
+        log = DecisionLog(settings)
+        log.submit(_context(), "rev")
+        await log.aclose()
+
+    asyncio.run(once())
+
+
+def test_lines_go_to_stderr_by_default_apart_from_the_access_log(capfd):
+    _written(DecisionLogSettings())
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert json.loads(err)["type"] == "decision"
+
+
+def test_stdout_stays_a_choice(capfd):
+    _written(DecisionLogSettings(sink="stdout"))
+    out, err = capfd.readouterr()
+    assert json.loads(out)["type"] == "decision" and err == ""
+
+
+def test_a_file_sink_makes_its_folder_and_file_its_owners_alone(tmp_path):
+    log = tmp_path / "state" / "decisions.jsonl"
+    for _ in range(2):  # made once, appended to after
+        _written(DecisionLogSettings(sink="file", path=str(log)))
+    assert len(log.read_text().splitlines()) == 2
+    assert (log.parent.stat().st_mode & 0o777, log.stat().st_mode & 0o777) == (0o700, 0o600)
+
+
 @pytest.mark.parametrize("subjects,expected", [("clear", "alice"), ("omit", None)])
 def test_subjects_are_hashed_unless_configured(tmp_path, subjects, expected):
     settings = DecisionLogSettings(sink="file", path=str(tmp_path / "d.jsonl"),
