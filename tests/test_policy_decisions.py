@@ -64,6 +64,25 @@ def test_the_decision_id_header_names_the_logged_decision(backend, inprocess_fac
     assert gateway.metric("aigw_policy_bundle_info", revision=revision) == 1.0
 
 
+def test_a_route_refused_for_a_missing_scope_logs_the_caller_refused(backend, inprocess_factory,
+                                                                     tmp_path):
+    log = tmp_path / "decisions.jsonl"
+    config = config_logging_to(backend, tmp_path, log, default_upstream="helpcentre")
+    (tmp_path / "policies" / "routes.yaml").write_text(yaml.safe_dump({"rules": [{
+        "id": "users-need-messages", "kind": "route", "path": "/api/v1/users",
+        "when": {"scopes": ["messages:read"]}, "description": "Users need messages:read."}]}))
+    gateway = inprocess_factory(config)
+    import httpx
+
+    response = httpx.get(gateway.url + "/api/v1/users/u-001", headers={"X-API-Key": "reader-key"})
+    assert response.status_code == 403
+    record = logged(log, response.headers["x-aigw-decision-id"])
+    assert (record["kind"], record["rule"], record["effect"]) == \
+        ("route", "users-need-messages", "deny")
+    assert record["principal"]["kind"] != "anonymous"
+    assert record["principal"]["client_id"] == "reader"  # not an anonymous caller
+
+
 def test_a_request_no_rule_governs_carries_no_decision_id(backend, inprocess_factory, tmp_path):
     gateway = inprocess_factory(aidre_gateway_config(backend, tmp_path))
     import httpx

@@ -51,6 +51,13 @@ class Authenticator:
     async def authenticate(self, ctx: RequestContext, scope: Scope) -> Principal | Decision:
         access = self.routes.access(ctx.path, ctx.method)
         outcome = await self._authenticate(ctx, scope, access)
+        if isinstance(outcome, Principal) and not access.public and \
+                not access.scopes <= outcome.scopes:
+            refused = self._refuse(403, "insufficient_scope",
+                                   "The token lacks a scope this route requires.",
+                                   scope=" ".join(sorted(access.scopes)), path=ctx.path)
+            self._note(ctx, access, refused, outcome)  # the caller refused, not an anonymous one
+            return refused
         self._note(ctx, access, outcome)
         return outcome
 
@@ -58,9 +65,11 @@ class Authenticator:
         access = self.routes.access(path, method)
         return access.public or (not principal.is_anonymous and access.scopes <= principal.scopes)
 
-    def _note(self, ctx: RequestContext, access: Access, outcome: Principal | Decision) -> None:
+    def _note(self, ctx: RequestContext, access: Access, outcome: Principal | Decision,
+              caller: Principal = ANONYMOUS) -> None:
         """Record the route decision: not for discovery documents (no rule governs them) nor
-        for credentials that failed (authentication, not policy)."""
+        for credentials that failed (authentication, not policy). A refusal is noted for
+        `caller`: anonymous without credentials, else the one whose token lacked a scope."""
         if self.routes.is_document(ctx.path):
             return
         if isinstance(outcome, Decision) and outcome.code not in _POLICY_REFUSALS:
@@ -68,7 +77,7 @@ class Authenticator:
         if isinstance(outcome, Principal):
             principal, decided = outcome, _route_outcome(access.rule, "allow", "admitted")
         else:
-            principal = ANONYMOUS
+            principal = caller
             decided = _route_outcome(access.rule, "deny", outcome.code or "refused")
         note(ctx, "gateway", self.routes.ask(ctx.path, ctx.method, principal), decided,
              self.routes.shadow(ctx.path, ctx.method, principal))
@@ -81,7 +90,7 @@ class Authenticator:
                 return ANONYMOUS if access.public else \
                     self._refuse(401, "missing_credentials", path=ctx.path)
             tracing.annotate({"aigw.auth.credential": credential.kind})
-            principal = await self._resolve(ctx.client, credential)
+            return await self._resolve(ctx.client, credential)
         except BadCredentials as exc:
             return await self._failed(ctx, 401, "invalid_request", str(exc))
         except OversizedToken:
@@ -94,11 +103,6 @@ class Authenticator:
             return self._refuse(503, "auth_unavailable",
                                 "The token could not be checked right now; retry later.",
                                 path=ctx.path)
-        if not access.public and not access.scopes <= principal.scopes:
-            return self._refuse(403, "insufficient_scope",
-                                "The token lacks a scope this route requires.",
-                                scope=" ".join(sorted(access.scopes)), path=ctx.path)
-        return principal
 
     async def _resolve(self, address: str, credential: Credential) -> Principal:
         """The credential's principal: from the cache of verified ones, else verified now,
