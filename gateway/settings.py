@@ -275,12 +275,16 @@ class Tracing(Strict):
 class DecisionLog(Strict):
     """Where policy decisions are written, one JSON line per request that took any."""
 
-    sink: Literal["stdout", "file", "redis", "none"] = Field(
-        "stdout",
-        description="Where decision-log lines go: stdout, a file (`path`), a Redis stream "
-        "(`redis_url`), or none.",
+    sink: Literal["stderr", "stdout", "file", "redis", "none"] = Field(
+        "stderr",
+        description="Where decision-log lines go: stderr (the default: apart from the access "
+        "log on stdout, and no file to fill a disk), stdout (beside the access log), a file "
+        "(`path`), a Redis stream (`redis_url`), or none.",
     )
-    path: str | None = Field(None, description="The file lines are appended to (sink: file).")
+    path: str | None = Field(
+        None, description="The file lines are appended to (sink: file), relative to the config "
+        "file. A missing folder is made readable by its owner only (0700), a new file likewise "
+        "(0600); existing ones keep their modes.")
     redis_url: str | None = Field(None, description="redis:// URL of the stream (sink: redis).")
     stream: str = Field("aigw:decisions", description="Redis stream key (XADD).")
     stream_max_len: Annotated[int, Field(ge=100)] = Field(

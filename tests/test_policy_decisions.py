@@ -64,6 +64,25 @@ def test_the_decision_id_header_names_the_logged_decision(backend, inprocess_fac
     assert gateway.metric("aigw_policy_bundle_info", revision=revision) == 1.0
 
 
+def test_a_route_refused_for_a_missing_scope_logs_the_caller_refused(backend, inprocess_factory,
+                                                                     tmp_path):
+    log = tmp_path / "decisions.jsonl"
+    config = config_logging_to(backend, tmp_path, log, default_upstream="helpcentre")
+    (tmp_path / "policies" / "routes.yaml").write_text(yaml.safe_dump({"rules": [{
+        "id": "users-need-messages", "kind": "route", "path": "/api/v1/users",
+        "when": {"scopes": ["messages:read"]}, "description": "Users need messages:read."}]}))
+    gateway = inprocess_factory(config)
+    import httpx
+
+    response = httpx.get(gateway.url + "/api/v1/users/u-001", headers={"X-API-Key": "reader-key"})
+    assert response.status_code == 403
+    record = logged(log, response.headers["x-aigw-decision-id"])
+    assert (record["kind"], record["rule"], record["effect"]) == \
+        ("route", "users-need-messages", "deny")
+    assert record["principal"]["kind"] != "anonymous"
+    assert record["principal"]["client_id"] == "reader"  # not an anonymous caller
+
+
 def test_a_request_no_rule_governs_carries_no_decision_id(backend, inprocess_factory, tmp_path):
     gateway = inprocess_factory(aidre_gateway_config(backend, tmp_path))
     import httpx
@@ -152,6 +171,36 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting(tmp_path):
     asyncio.run(burst())
     assert POLICY_LOG_DROPPED.labels("queue_full")._value.get() - dropped == 3
     assert len((tmp_path / "d.jsonl").read_text().splitlines()) == 2
+
+
+def _written(settings: DecisionLogSettings) -> None:
+    async def once() -> None:
+        log = DecisionLog(settings)
+        log.submit(_context(), "rev")
+        await log.aclose()
+
+    asyncio.run(once())
+
+
+def test_lines_go_to_stderr_by_default_apart_from_the_access_log(capfd):
+    _written(DecisionLogSettings())
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert json.loads(err)["type"] == "decision"
+
+
+def test_stdout_stays_a_choice(capfd):
+    _written(DecisionLogSettings(sink="stdout"))
+    out, err = capfd.readouterr()
+    assert json.loads(out)["type"] == "decision" and err == ""
+
+
+def test_a_file_sink_makes_its_folder_and_file_its_owners_alone(tmp_path):
+    log = tmp_path / "state" / "decisions.jsonl"
+    for _ in range(2):  # made once, appended to after
+        _written(DecisionLogSettings(sink="file", path=str(log)))
+    assert len(log.read_text().splitlines()) == 2
+    assert (log.parent.stat().st_mode & 0o777, log.stat().st_mode & 0o777) == (0o700, 0o600)
 
 
 @pytest.mark.parametrize("subjects,expected", [("clear", "alice"), ("omit", None)])

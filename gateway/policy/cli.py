@@ -1,12 +1,15 @@
-"""`aigw policy test | explain | lint | diff | report`: the compliance team's tool.
+"""`aigw policy test | explain | lint | diff | report | log`: the compliance team's tool.
 
-Each command loads the gateway config (`--config`) with a policies folder (its own, or the
-DIR given) exactly as `aigw run` would, so what they print is what the gateway decides.
+Each command but `log` loads the gateway config (`--config`) with a policies folder (its own, or
+the DIR given) exactly as `aigw run` would, so what they print is what the gateway decides.
+`log` reads what a gateway decided: its decision log.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -104,14 +107,55 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_log(args: argparse.Namespace) -> int:
+    from gateway.policy.logview import Filters, show
+
+    filters = Filters(args.rule, args.caller, args.effect, args.since, args.surface)
+    try:
+        source = contextlib.nullcontext(sys.stdin.buffer) if args.file == "-" else \
+            open(args.file, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError as exc:
+        print(f"{args.file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    try:
+        with source as stream:
+            skipped = show(stream, sys.stdout.buffer, filters, as_json=args.json,
+                           verbose=args.verbose)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head` read enough: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    if skipped:
+        print(f"{skipped} line(s) skipped: not decision records", file=sys.stderr)
+    return 0
+
+
+def _since(text: str) -> float:
+    from gateway.policy.logview import parse_since
+
+    try:
+        return parse_since(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _given(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def add_policy_parser(commands: argparse._SubParsersAction) -> None:
-    policy = commands.add_parser("policy", help="test, explain, lint, diff and report policies")
+    policy = commands.add_parser("policy", help="test, explain, lint, diff and report "
+                                 "policies; read the decision log")
     actions = policy.add_subparsers(dest="policy_command", required=True)
 
-    def action(name: str, help_text: str, handler, folder: bool = True) -> argparse.ArgumentParser:
+    def action(name: str, help_text: str, handler, folder: bool = True,
+               config: bool = True) -> argparse.ArgumentParser:
         parser = actions.add_parser(name, help=help_text)
-        parser.add_argument("--config", "-c", default="config/demo.yaml",
-                            help="the gateway config the policies serve")
+        if config:
+            parser.add_argument("--config", "-c", default="config/demo.yaml",
+                                help="the gateway config the policies serve")
         if folder:
             parser.add_argument("dir", nargs="?", help="policies folder (default: the config's)")
         parser.set_defaults(handler=handler)
@@ -140,3 +184,24 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--format", choices=("html", "markdown"), default="html",
                         help="an HTML page or Markdown")
     report.add_argument("--output", "-o", help="write to this file instead of stdout")
+    log = action("log", "the decision log as lines a person reads, one per request", cmd_log,
+                 folder=False, config=False)
+    log.add_argument("file", metavar="FILE", help="a decision-log file (JSON lines), or - for "
+                     "stdin; other lines are skipped and counted")
+    log.add_argument("--rule", type=_given, metavar="R",
+                     help="requests in which rule R (or `default`) took a decision")
+    log.add_argument("--caller", type=_given, metavar="C",
+                     help="requests of this client id, subject (as given, hashed, or a hash's "
+                     "start as shown) or principal kind")
+    log.add_argument("--effect", choices=("allow", "deny"),
+                     help="requests whose deciding decision is this")
+    log.add_argument("--since", type=_since, metavar="T",
+                     help="requests from T on: an ISO 8601 time (UTC unless it says) or a "
+                     "duration back from now: 15m, 2h, 1d")
+    log.add_argument("--surface", type=_given, metavar="S",
+                     help="requests whose deciding decision is surface S's (`gateway`: a route's)")
+    shape = log.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true",
+                       help="the records shown, as JSON lines for tools")
+    shape.add_argument("--verbose", "-v", action="store_true",
+                       help="every decision of each request, indented below it")

@@ -3,8 +3,9 @@ background task so a request never waits for it.
 
 Lines wait in a bounded buffer; when it is full a line is dropped and counted, never waited
 for. The writer lingers briefly after the first line of a batch, so a busy gateway writes many
-lines at a time rather than one system call per request. Sinks: stdout, a file (appended in a
-worker thread) or a Redis stream (XADD, trimmed).
+lines at a time rather than one system call per request. Sinks: stderr (the default, apart
+from the access log), stdout, a file (appended in a worker thread, readable by its owner only)
+or a Redis stream (XADD, trimmed).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
@@ -68,9 +70,8 @@ class DecisionLog:
 
     async def _write(self, lines: list[bytes]) -> None:
         sink = self.settings.sink
-        if sink == "stdout":
-            sys.stdout.buffer.write(b"\n".join(lines) + b"\n")
-            sys.stdout.flush()
+        if sink in ("stderr", "stdout"):
+            _emit(sys.stderr if sink == "stderr" else sys.stdout, lines)
         elif sink == "file":
             await asyncio.to_thread(_append, self._path or Path(), lines)
         elif sink == "redis":
@@ -98,6 +99,14 @@ class DecisionLog:
             await self._redis.aclose()
 
 
+def _emit(stream: TextIO, lines: list[bytes]) -> None:
+    stream.buffer.write(b"\n".join(lines) + b"\n")
+    stream.flush()
+
+
 def _append(path: Path, lines: list[bytes]) -> None:
-    with path.open("ab") as file:
+    """Append to `path`; a folder or file made here is its owner's alone (0700, 0600)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(descriptor, "ab") as file:
         file.write(b"\n".join(lines) + b"\n")

@@ -160,6 +160,10 @@ def _view(kind: str, scopes: frozenset[str], client_id: str | None, subject: str
     """A busy caller's view is made once (its subject's hash, its sorted scopes), not per line."""
     view: dict[str, Any] = {"kind": kind, "scopes": tuple(sorted(scopes)), "client_id": client_id}
     if subject is not None and subjects != "omit":
-        view["subject"] = subject if subjects == "clear" else \
-            "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:32]
+        view["subject"] = subject if subjects == "clear" else hashed_subject(subject)
     return tuple(view.items())
+
+
+def hashed_subject(subject: str) -> str:
+    """A subject as the decision log shows it by default (`subjects: hash`)."""
+    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:32]

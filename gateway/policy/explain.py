@@ -3,7 +3,6 @@ and what the caller gets to see; or the same for a decision found in the decisio
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from gateway.loader import LoadedConfig
 from gateway.model import Principal
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.fixtures import PrincipalSpec, ask_of
+from gateway.policy.logview import records
 from gateway.policy.matrix import detail, outcome_line
 from gateway.policy.rules import Ask
 
@@ -110,15 +110,11 @@ def differs(lines: list[str]) -> bool:
 
 
 def _find(log: Path, decision_id: str) -> dict[str, Any] | None:
+    """The record of `decision_id`, read a line at a time (a decision log can be large)."""
     try:
-        lines = log.read_text(encoding="utf-8").splitlines()
+        with log.open("rb") as stream:
+            return next((record for _, record in records(stream)
+                         if record is not None and record.get("decision_id") == decision_id),
+                        None)
     except OSError:
         return None
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("decision_id") == decision_id:
-            return record
-    return None
