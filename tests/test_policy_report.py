@@ -50,6 +50,29 @@ def test_the_html_report_is_written_to_a_file(tmp_path: Path):
     assert "<td class='deny' title='aip-deny-scrapers'>" in page
 
 
+def test_a_policy_file_owner_reaches_its_rules_and_decides_nothing(tmp_path: Path):
+    from gateway.loader import load_config
+    from gateway.model import Principal
+    from gateway.policy.rules import Ask
+
+    folder = tmp_path / "policies"
+    shutil.copytree(ROOT / "policies", folder)
+    routes = folder / "routes.yaml"
+    text = routes.read_text()
+    routes.write_text(text.replace("{id: legacy-tasks, kind: route,",
+                                   "{id: legacy-tasks, kind: route, owner: tasks-team,"))
+    loaded = load_config(ROOT / "config/demo.yaml", policies_dir=folder)
+    shipped = load_config(ROOT / "config/demo.yaml")
+    assert loaded.bundle is not None and shipped.bundle is not None
+    owners = {rule.id: rule.owner for rule in loaded.bundle.rules}
+    assert owners["legacy-articles"] == "compliance@acme.example"  # the file's
+    assert owners["legacy-tasks"] == "tasks-team"  # its own
+    assert owners["config:aidre.collections.articles"] is None  # the config file names none
+    for rule in shipped.bundle.rules:
+        ask = Ask("route", getattr(rule, "path", "/"), Principal(), {"method": "GET"})
+        assert loaded.bundle.decide(ask) == shipped.bundle.decide(ask)
+
+
 @pytest.fixture(scope="module")
 def admin(backend: str, tmp_path_factory: pytest.TempPathFactory):
     from inprocess import InProcessGateway
