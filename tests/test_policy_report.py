@@ -73,6 +73,30 @@ def test_a_policy_file_owner_reaches_its_rules_and_decides_nothing(tmp_path: Pat
         assert loaded.bundle.decide(ask) == shipped.bundle.decide(ask)
 
 
+def test_route_rules_are_tried_with_the_methods_served_under_their_path():
+    from gateway import registry
+    from gateway.loader import load_config
+    from gateway.policy.kinds import serves_under
+    from gateway.policy.matrix import asks, personas
+
+    assert serves_under("/agents/{id}/invoke/{operation}", "/agents/classifier/invoke")
+    assert not serves_under("/agents/{id}", "/agents/classifier/invoke")
+    assert not serves_under("/agents/{id}/a2a", "/agents/classifier/invoke")
+    loaded = load_config(ROOT / "config/demo.yaml")
+    assert loaded.bundle is not None
+    anyone = personas(loaded.bundle)[0]
+    tried = {(ask.resource, ask.attributes["method"])
+             for ask in asks(loaded.bundle, loaded.settings, anyone) if ask.kind == "route"}
+    for served_by_post in ("/agents/classifier/invoke", "/pag/retrieve", "/search"):
+        assert (served_by_post, "POST") in tried and (served_by_post, "GET") not in tried
+    assert ("/collections", "GET") in tried
+    assert ("/api/v1/articles", "GET") in tried  # passthrough: no surface says, so GET
+    route = registry.rule_kinds()["route"]
+    assert route.surface_for(loaded.settings, "/agents/classifier/invoke") == "aidip"
+    assert route.surface_for(loaded.settings, "/search") == "aidre"
+    assert route.surface_for(loaded.settings, "/api/v1/users") == "gateway"
+
+
 @pytest.fixture(scope="module")
 def admin(backend: str, tmp_path_factory: pytest.TempPathFactory):
     from inprocess import InProcessGateway
