@@ -72,10 +72,12 @@ $(DATASETTE_STAMP):
 
 datasette: $(DATASETTE_STAMP)
 
-# Headless Chromium, for the access report's browser check (tests/test_policy_report.py).
+# Headless Chromium and poppler's pdftoppm, for the access report's screen and print checks
+# (tests/test_policy_report.py: Chromium prints the page to PDF, pdftoppm draws its pages).
 chromium:
-	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
-	  { apt-get update && apt-get install -y chromium; }
+	@{ command -v chromium >/dev/null || command -v chromium-browser >/dev/null; } && \
+	  command -v pdftoppm >/dev/null || \
+	  { apt-get update && apt-get install -y chromium poppler-utils; }
 
 # What a policy repository's CI runs (README, "Policy CI"): lint, the fixtures with every rule
 # covered, and the decisions that change against the base branch (POLICY_BASE, default main).

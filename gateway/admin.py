@@ -14,7 +14,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from gateway.policy.report import html_report, markdown_report
+from gateway.loader import policies_folder
+from gateway.policy.report import facts, markdown_report
+from gateway.policy.report_html import html_report
 from gateway.runtime import Runtime
 
 _PROBE_CACHE_SECONDS = 1.0
@@ -77,10 +79,11 @@ def create_admin_app(runtime: Runtime) -> Starlette:
         if bundle is None:
             return JSONResponse({"error": "no_policies"}, status_code=404)
         headers = {"cache-control": "no-store", "x-aigw-policy-revision": bundle.revision}
+        about = facts(generation.loaded, policies_folder(generation.loaded))
         if request.query_params.get("format") == "markdown":
-            return PlainTextResponse(markdown_report(bundle, settings), headers=headers,
+            return PlainTextResponse(markdown_report(bundle, settings, about), headers=headers,
                                      media_type="text/markdown; charset=utf-8")
-        return HTMLResponse(html_report(bundle, settings), headers=headers)
+        return HTMLResponse(html_report(bundle, settings, about), headers=headers)
 
     return Starlette(routes=[
         Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),

@@ -20,7 +20,7 @@ from pydantic import Field, TypeAdapter, create_model
 
 from gateway.capability import Capability
 from gateway.policy.config import PolicyPack
-from gateway.policy.kinds import CORE_KINDS, RuleKind
+from gateway.policy.kinds import RuleKind, ServedRoute, route_kind
 from gateway.policy.resources import ResourceSpec, resource_kinds
 from gateway.settings import Settings
 from gateway.surface import Problem, Surface
@@ -71,6 +71,24 @@ def policy_resources(settings: Settings) -> dict[str, ResourceSpec]:
     return found
 
 
+_HTTP_METHODS = ("get", "post", "put", "patch", "delete")  # HEAD goes with GET
+_served: list[tuple[Settings, tuple[ServedRoute, ...]]] = []  # the last settings' answer
+
+
+def served_routes(settings: Settings) -> tuple[ServedRoute, ...]:
+    """The paths and methods every surface serves under `settings`, from their OpenAPI
+    fragments (which tests hold to the routes they mount): the tool tries a route rule with
+    the methods served under its path. The last answer is kept, as a report asks per cell."""
+    if _served and _served[0][0] is settings:
+        return _served[0][1]
+    found = tuple(
+        ServedRoute(surface.name, path, tuple(m.upper() for m in _HTTP_METHODS if m in ops))
+        for surface in surfaces()
+        for path, ops in (surface.openapi(settings).get("paths") or {}).items())
+    _served[:] = [(settings, found)]
+    return found
+
+
 def _shared_resource_names(settings: Settings) -> list[Problem]:
     seen: dict[str, ResourceSpec] = {}
     problems = []
@@ -96,7 +114,8 @@ def config_warnings(settings: Settings) -> list[Problem]:
 @functools.cache
 def rule_kinds() -> dict[str, RuleKind]:
     """Every rule kind: the core's, then each surface's (`Surface.policy_rules`)."""
-    kinds = {kind.name: kind for kind in (*CORE_KINDS, *resource_kinds(policy_resources))}
+    kinds = {kind.name: kind for kind in (route_kind(served_routes),
+                                          *resource_kinds(policy_resources))}
     for surface in surfaces():
         for kind in surface.policy_rules():
             if kind.name in kinds:

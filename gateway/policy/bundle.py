@@ -1,7 +1,8 @@
 """The policy bundle: every rule one config generation decides with, and its revision.
 
 Rules come from the policy files (`rules:` first, then older keys a kind still reads), then
-from the config file (`config:` ids). The revision is a digest of the policy files' bytes.
+from the config file (`config:` ids). A rule naming no owner has its file's. The revision is
+a digest of the policy files' bytes.
 """
 
 from __future__ import annotations
@@ -93,12 +94,15 @@ class PolicyBundle:
 
 def raw_rules(document: Mapping[str, Any], stem: str,
               kinds: Iterable[RuleKind]) -> list[RawRule]:
-    """A policy file's rules, older keys translated."""
+    """A policy file's rules, older keys translated; a rule naming no owner has the file's
+    (`owner:` at the top), so reports say who answers for each rule. An owner decides nothing."""
     found = list(document.get("rules") or [])
     for kind in kinds:
         if kind.legacy is not None:
             found.extend(kind.legacy(dict(document), stem))
-    return found
+    owner = document.get("owner")
+    return [{**raw, "owner": owner} if owner and raw.get("owner") is None else raw
+            for raw in found]
 
 
 def build_bundle(settings: Settings, policies: Mapping[str, Mapping[str, Any]],

@@ -93,13 +93,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from gateway.policy.report import html_report, markdown_report
+    from gateway.policy.report import facts, markdown_report
+    from gateway.policy.report_html import html_report
 
     loaded = load(args.config, args.dir)
     if loaded is None or loaded.bundle is None:
         return 2
     render = markdown_report if args.format == "markdown" else html_report
-    text = render(loaded.bundle, loaded.settings)
+    text = render(loaded.bundle, loaded.settings, facts(loaded, folder_of(loaded, args.dir)))
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:
@@ -182,7 +183,7 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> None:
     diff.add_argument("--exit-code", action="store_true", help="exit 1 when decisions change")
     report = action("report", "who can see what, as HTML or Markdown", cmd_report)
     report.add_argument("--format", choices=("html", "markdown"), default="html",
-                        help="an HTML page or Markdown")
+                        help="an HTML page (prints on A4) or Markdown")
     report.add_argument("--output", "-o", help="write to this file instead of stdout")
     log = action("log", "the decision log as lines a person reads, one per request", cmd_log,
                  folder=False, config=False)

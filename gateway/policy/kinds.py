@@ -8,7 +8,7 @@ keep working while teams move them into `rules:`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -67,9 +67,11 @@ class RouteRule(Rule):
     callers `when` matches, under their prefix, whatever any allow rule says."""
 
     kind: Literal["route"] = Field(
-        description="`route`: who may call a path prefix (the most specific rule decides).",
+        description="`route`: who may call a path prefix (a matching deny wins; else the "
+        "allow rules of the most specific prefix decide).",
     )
-    path: str = Field(pattern=r"^/", description="Path prefix; the longest matching one applies.")
+    path: str = Field(pattern=r"^/", description="Path prefix: the rule covers it and every "
+                      "path under it.")
     methods: list[str] | None = Field(None, description="GET also covers HEAD.")
     public: bool = Field(False, description="Anonymous callers allowed (a token is still "
                                             "checked); else a token with `when.scopes`.")
@@ -115,20 +117,66 @@ def _route_default(ask: Ask) -> Effect:
     return "deny" if ask.principal.is_anonymous else "allow"
 
 
-def _route_samples(settings: Settings, rules: list[Rule]) -> list[Sample]:
-    default = settings.auth.default_access if settings.auth else "public"
-    found = []
-    for rule in rules:
-        if isinstance(rule, RouteRule):
-            for method in rule.methods or ["GET"]:
-                found.append((rule.path, {"method": method.upper(), "default_access": default}))
-    return found
+@dataclass(frozen=True, slots=True)
+class ServedRoute:
+    """A path a surface serves under a config, as a template ("/agents/{id}/invoke"), with its
+    methods (gateway.registry.served_routes)."""
+
+    surface: str
+    path: str
+    methods: tuple[str, ...]
 
 
-ROUTE = RuleKind("route", "gateway", RouteRule,
-                 "who may call a path: public, or a token with scopes (longest prefix wins)",
-                 default=_route_default, most_specific=True, from_config=_config_routes,
-                 samples=_route_samples, context=lambda settings, ask: {
-                     "default_access": settings.auth.default_access if settings.auth
-                     else "public"})
-CORE_KINDS = (ROUTE,)
+Served = Callable[["Settings"], Sequence[ServedRoute]]
+_METHOD_ORDER = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def serves_under(template: str, prefix: str) -> bool:
+    """Whether a route template serves some path under a rule's path prefix: segment by
+    segment, a `{parameter}` matching any one."""
+    want = [part for part in prefix.split("/") if part]
+    have = [part for part in template.split("/") if part]
+    return len(have) >= len(want) and all(
+        found == wanted or found.startswith("{")
+        for wanted, found in zip(want, have[:len(want)], strict=True))
+
+
+def route_kind(served: Served | None = None) -> RuleKind:
+    """The `route` kind; with `served` (the registry's), a rule naming no methods is tried
+    with the methods the surfaces serve under its path (POST for an invoke path), and a path
+    belongs to the one surface serving it (reports group by it); else GET and the gateway."""
+
+    def under(settings: Settings, prefix: str) -> list[ServedRoute]:
+        return [route for route in (served(settings) if served else ())
+                if serves_under(route.path, prefix)]
+
+    def samples(settings: Settings, rules: list[Rule]) -> list[Sample]:
+        default = settings.auth.default_access if settings.auth else "public"
+        found: list[Sample] = []
+        for rule in rules:
+            if isinstance(rule, RouteRule):
+                methods = rule.methods or _in_order(
+                    {m for route in under(settings, rule.path) for m in route.methods}) or ["GET"]
+                found.extend((rule.path, {"method": method.upper(), "default_access": default})
+                             for method in methods)
+        return found
+
+    def owner(settings: Settings, path: str) -> str | None:
+        surfaces = {route.surface for route in under(settings, path)}
+        return surfaces.pop() if len(surfaces) == 1 else None
+
+    return RuleKind("route", "gateway", RouteRule,
+                    "who may call a path: public, or a token with scopes (a matching deny wins; "
+                    "else the longest prefix's allow rules)",
+                    default=_route_default, most_specific=True, from_config=_config_routes,
+                    samples=samples, owner=owner, context=lambda settings, ask: {
+                        "default_access": settings.auth.default_access if settings.auth
+                        else "public"})
+
+
+def _in_order(methods: set[str]) -> list[str]:
+    return sorted(methods, key=lambda m: (_METHOD_ORDER.index(m) if m in _METHOD_ORDER
+                                          else len(_METHOD_ORDER), m))
+
+
+ROUTE = route_kind()  # without the surfaces' routes: for deciding (gateway.auth.routes)

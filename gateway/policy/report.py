@@ -1,100 +1,202 @@
-"""`aigw policy report` and the admin `/policy` page: who can see what, as HTML or Markdown.
+"""`aigw policy report` and the admin `/policy` page: who can see what, for an auditor.
 
-Every cell is a decision of the bundle itself (gateway.policy.matrix), so the page cannot say
-anything the gateway would not do.
+Every cell is a decision of the bundle itself (`matrix.decide_cell`), so the report cannot say
+anything the gateway would not do. An auditor reads it on paper as often as on a screen, so it
+states what it was made from (the config file, the policies' revision, the gateway's version,
+when), says what each column and cell means, and is cut into tables that fit a page: one per
+surface, its callers split into groups of at most `CALLERS_PER_TABLE` columns, each group
+repeating the row header. This module lays the report out and writes it as Markdown;
+gateway.policy.report_html writes the same layout as a page that prints on A4.
 """
 
 from __future__ import annotations
 
-from html import escape
-from itertools import groupby
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Final
 
+from gateway import registry
+from gateway.loader import LoadedConfig
+from gateway.model import TokenKind
 from gateway.policy.bundle import PolicyBundle
-from gateway.policy.matrix import Cell, known_scopes, matrix, personas
+from gateway.policy.matrix import Cell, Persona, known_scopes, matrix, personas
 
-_STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 2rem; color: #1d232b; }
-h1 { font-size: 1.5rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
-table { border-collapse: collapse; margin: .5rem 0 1rem; }
-th, td { border: 1px solid #c9d0d8; padding: .3rem .5rem; text-align: left; vertical-align: top; }
-th { background: #eef1f4; }
-td.allow { background: #e3f4e6; } td.deny { background: #fbe5e5; }
-.effect { font-weight: 600; } .fields, .rule { display: block; font-size: 12px; color: #4a5562; }
-.rule { font-family: ui-monospace, monospace; color: #6b7683; }
-code { font-size: 12px; }
-"""
-
-
-def _rows(bundle: PolicyBundle, settings: Any) -> tuple[list[str], list[list[Cell]]]:
-    people = [p.label for p in personas(bundle, known_scopes(settings))]
-    cells = sorted(matrix(bundle, settings), key=lambda c: (c.row, people.index(c.persona)))
-    rows = [list(group) for _, group in groupby(cells, key=lambda c: c.row)]
-    return people, rows
-
-
-def html_report(bundle: PolicyBundle, settings: Any) -> str:
-    people, rows = _rows(bundle, settings)
-    head = "".join(f"<th scope='col'>{escape(p)}</th>" for p in people)
-    body = []
-    for row in rows:
-        surface, kind, resource, detail = row[0].row
-        label = (f"<th scope='row'>{escape(surface)} · {escape(kind)}<br>"
-                 f"<code>{escape(resource)}</code> {escape(detail)}</th>")
-        body.append("<tr>" + label + "".join(_html_cell(c) for c in row) + "</tr>")
-    return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<title>aigw access report</title>"
-        f"<style>{_STYLE}</style></head><body>"
-        "<h1>Who can see what</h1>"
-        f"<p>Policy revision <code id='revision'>{escape(bundle.revision)}</code>. Each cell "
-        "is the gateway's own decision for that caller; hover a cell for the deciding rule.</p>"
-        f"<table id='access'><thead><tr><th>surface · kind · resource</th>{head}</tr></thead>"
-        f"<tbody>{''.join(body)}</tbody></table>"
-        f"<h2>Rules</h2>{_html_rules(bundle)}</body></html>\n"
-    )
+CALLERS_PER_TABLE: Final = 4  # beside the row header, what fits 800 px and an A4 page
+GATEWAY_SURFACE = "gateway"  # rows no surface serves: the gateway's own, passthrough
+_GATEWAY_MEANING = ("Paths no surface serves (passed through to the upstream once the route "
+                    "rules admit the caller), and resources no surface declares.")
+CELLS_MEAN = (
+    "Each cell is the decision the gateway itself takes for that caller on that row (the same "
+    "engine and rules it serves with): ALLOW or DENY, written out; the id of the rule that "
+    "decided it, or `default` when no rule selects the row and the kind's default applies; "
+    "and, where allowed, what the caller gets: fields, `vectors` (stored embeddings), "
+    "`records:<visibility>` (records of that visibility) or limits (`max_chunks=4`).")
+ROWS_MEAN = (
+    "Each row is one question: a rule kind, the resource it is about (a path, a collection or "
+    "source, a stream, an agent) and the attributes decided for. A route row names the HTTP "
+    "method: a route rule naming none is tried with the methods the surfaces serve under its "
+    "path, else GET (GET covers HEAD).")
+CALLERS_MEAN = (
+    "Scopes tried are those the rules name and those the config can grant (route rules, API "
+    "keys, scope grants, demo clients).")
 
 
-def _html_cell(cell: Cell) -> str:
-    rule = cell.rule or "default"
-    fields = f"<span class='fields'>{escape(', '.join(cell.visible))}</span>" \
-        if cell.visible else ""
-    return (f"<td class='{cell.effect}' title='{escape(rule)}'>"
-            f"<span class='effect'>{cell.effect}</span>{fields}"
-            f"<span class='rule'>{escape(rule)}</span></td>")
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What a report was made from, stated at its top."""
+
+    config: str
+    policies: str
+    revision: str
+    version: str
+    generated: datetime
+
+    def items(self) -> list[tuple[str, str]]:
+        return [("Generated", self.generated.strftime("%Y-%m-%d %H:%M:%S UTC")),
+                ("Config file", self.config), ("Policies", self.policies),
+                ("Policy revision", self.revision), ("aigw version", self.version)]
 
 
-def _html_rules(bundle: PolicyBundle) -> str:
-    rows = "".join(
-        f"<tr><td><code>{escape(r.id)}</code></td><td>{escape(r.kind)}</td>"
-        f"<td>{escape(r.effect)}</td><td>{escape(r.mode)}</td>"
-        f"<td>{escape(r.owner or '')}</td>"
-        f"<td>{escape(bundle.files.get(r.id, 'config file'))}</td>"
-        f"<td>{escape(r.description)}</td></tr>" for r in bundle.rules)
-    return ("<table id='rules'><thead><tr><th>id</th><th>kind</th><th>effect</th><th>mode</th>"
-            f"<th>owner</th><th>file</th><th>description</th></tr></thead><tbody>{rows}"
-            "</tbody></table>")
+def facts(loaded: LoadedConfig, policies: Path | None) -> Facts:
+    """The facts of a report of `loaded` (its bundle) with the policies read from `policies`,
+    made now."""
+    revision = loaded.bundle.revision if loaded.bundle is not None else "none"
+    return Facts(str(loaded.path.resolve()), str(policies) if policies else "none", revision,
+                 gateway_version(), datetime.now(UTC))
 
 
-def markdown_report(bundle: PolicyBundle, settings: Any) -> str:
-    people, rows = _rows(bundle, settings)
-    lines = ["# Who can see what", "", f"Policy revision `{bundle.revision}`.", "",
-             "| surface · kind · resource | " + " | ".join(people) + " |",
-             "|---" * (len(people) + 1) + "|"]
-    for row in rows:
-        surface, kind, resource, detail = row[0].row
-        label = f"{surface} · {kind} · `{resource}` {detail}".rstrip()
-        lines.append(f"| {_md(label)} | " + " | ".join(_md_cell(c) for c in row) + " |")
+def gateway_version() -> str:
+    try:
+        return version("aigw")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One surface's rows for a group of callers (`first`..`last` of `of`, counted from 1)."""
+
+    surface: str
+    callers: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    first: int
+    last: int
+    of: int
+
+    @property
+    def caption(self) -> str:
+        if self.first == 1 and self.last == self.of:
+            return f"{self.surface}, every caller"
+        return f"{self.surface}, callers {self.first} to {self.last} of {self.of}"
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    surface: str
+    meaning: str
+    tables: tuple[Table, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The report: its callers with what each stands for, the kinds its rows ask about, and a
+    section of tables per surface."""
+
+    callers: tuple[tuple[str, str], ...]
+    kinds: tuple[tuple[str, str], ...]
+    sections: tuple[Section, ...]
+
+
+def layout(bundle: PolicyBundle, settings: Any) -> Layout:
+    people = personas(bundle, known_scopes(settings))
+    rows: dict[tuple[str, str, str, str], dict[str, Cell]] = {}
+    for cell in matrix(bundle, settings, people):  # each one `matrix.decide_cell`
+        rows.setdefault(cell.row, {})[cell.persona] = cell
+    labels = tuple(p.label for p in people)
+    order = {key: index for index, key in enumerate(rows)}  # a kind's samples in their order
+    by_surface: dict[str, list[tuple[Cell, ...]]] = {}
+    for key in sorted(rows, key=lambda k: (k[1], k[2], order[k])):
+        by_surface.setdefault(key[0], []).append(tuple(rows[key][label] for label in labels))
+    sections = tuple(
+        Section(surface, _surface_meaning(surface), _tables(surface, labels, by_surface[surface]))
+        for surface in sorted(by_surface, key=lambda s: (s == GATEWAY_SURFACE, s)))
+    kinds = sorted({key[1] for key in rows})
+    return Layout(tuple((p.label, caller_meaning(p)) for p in people),
+                  tuple((k, bundle.kinds[k].summary) for k in kinds), sections)
+
+
+def _tables(surface: str, callers: tuple[str, ...],
+            rows: Sequence[tuple[Cell, ...]]) -> tuple[Table, ...]:
+    """The callers in even groups of at most CALLERS_PER_TABLE (7 as 4 + 3, 9 as 3 + 3 + 3)."""
+    count = -(-len(callers) // CALLERS_PER_TABLE)
+    size = -(-len(callers) // count)
+    return tuple(Table(surface, callers[start:start + size],
+                       tuple(row[start:start + size] for row in rows),
+                       start + 1, min(start + size, len(callers)), len(callers))
+                 for start in range(0, len(callers), size))
+
+
+def _surface_meaning(name: str) -> str:
+    if name == GATEWAY_SURFACE:
+        return _GATEWAY_MEANING
+    found = next((s for s in registry.surfaces() if s.name == name), None)
+    return found.config_description if found is not None else ""
+
+
+def caller_meaning(persona: Persona) -> str:
+    """What a caller column stands for, read from the principal its decisions are taken for."""
+    who = persona.principal
+    if who.is_anonymous:
+        return "a caller without a token"
+    token = "an owner token (the person the data is about)" if who.kind is TokenKind.OWNER \
+        else "a client token"
+    if who.client_id:
+        token += f" whose client_id is {who.client_id},"
+    scopes = ", ".join(sorted(who.scopes))
+    return f"{token} with exactly these scopes: {scopes}" if scopes else f"{token} with no scope"
+
+
+def cell_rule(cell: Cell) -> str:
+    return cell.rule or "default"
+
+
+def file_of(bundle: PolicyBundle, rule_id: str) -> str:
+    return bundle.files.get(rule_id, "config file")
+
+
+def markdown_report(bundle: PolicyBundle, settings: Any, about: Facts) -> str:
+    found = layout(bundle, settings)
+    lines = ["# Who can see what", "", "The aigw access report.", ""]
+    lines += [f"- {name}: `{value}`" for name, value in about.items()]
+    lines += ["", "## How to read it", "", "**Callers** (the columns). " + CALLERS_MEAN, ""]
+    lines += [f"- **{label}**: {meaning}" for label, meaning in found.callers]
+    lines += ["", "**Cells.** " + CELLS_MEAN, "", "**Rows.** " + ROWS_MEAN, ""]
+    lines += [f"- `{kind}`: {summary}" for kind, summary in found.kinds]
+    for section in found.sections:
+        lines += ["", f"## {section.surface}", "", section.meaning]
+        for table in section.tables:
+            lines += ["", f"**{table.caption}**", "", *_md_table(table)]
     lines += ["", "## Rules", "", "| id | kind | effect | mode | owner | file | description |",
               "|---|---|---|---|---|---|---|"]
-    lines += [f"| `{r.id}` | {r.kind} | {r.effect} | {r.mode} | {_md(r.owner or '')} | "
-              f"{bundle.files.get(r.id, 'config file')} | {_md(r.description)} |"
-              for r in bundle.rules]
+    lines += [f"| `{r.id}` | {r.kind} | {r.effect} | {r.mode} | {_md(r.owner or '—')} | "
+              f"{file_of(bundle, r.id)} | {_md(r.description)} |" for r in bundle.rules]
     return "\n".join(lines) + "\n"
 
 
+def _md_table(table: Table) -> list[str]:
+    lines = [f"| {table.surface} · kind · resource | " + " | ".join(table.callers) + " |",
+             "|---" * (len(table.callers) + 1) + "|"]
+    for row in table.rows:
+        label = f"{row[0].kind} · `{row[0].resource}` {row[0].detail}".rstrip()
+        lines.append(f"| {_md(label)} | " + " | ".join(_md_cell(c) for c in row) + " |")
+    return lines
+
+
 def _md_cell(cell: Cell) -> str:
-    text = f"**{cell.effect}** ({cell.rule or 'default'})"
+    text = f"**{cell.effect.upper()}** ({cell_rule(cell)})"
     return _md(text + (": " + ", ".join(cell.visible) if cell.visible else ""))
 
 
