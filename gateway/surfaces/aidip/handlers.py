@@ -26,6 +26,7 @@ from gateway.surfaces.aidip.breaker import Breakers
 from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, Permitted, from_record
 from gateway.surfaces.aidip.invoke import Invoker, check_inputs
 from gateway.surfaces.aidip.owners import RECORD_FORMAT, owner_of
+from gateway.surfaces.aidip.policy_rules import registration_ask
 from gateway.surfaces.aidip.render import fields_message, invalid_input, json_response
 from gateway.surfaces.aidip.request import (
     filters_from,
@@ -131,7 +132,7 @@ class AidipService:
 
     async def register(self, exchange: Exchange) -> Response:
         ctx, request = exchange.ctx, exchange.request
-        owner = self._registrant(ctx.principal)
+        owner = self._registrant(exchange)
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         agent_id = body.get("id") if isinstance(body, dict) else None
         record = await self._record(exchange, body, agent_id or str(uuid.uuid4()), owner)
@@ -154,7 +155,7 @@ class AidipService:
 
     async def update(self, exchange: Exchange) -> Response:
         ctx, request = exchange.ctx, exchange.request
-        self._registrant(ctx.principal)
+        self._registrant(exchange)
         agent = await self._changeable(exchange, request.path_params["id"])
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         if isinstance(body, dict) and body.get("id", agent.id) != agent.id:
@@ -190,16 +191,17 @@ class AidipService:
         replaced = await self.catalog.store.replace(agent.id, written, agent.stamp or b"")
         return written if replaced else None
 
-    def _registrant(self, principal: Principal) -> str:
-        owner = owner_of(principal)
-        if principal.is_anonymous or owner is None:
+    def _registrant(self, exchange: Exchange) -> str:
+        """The caller's owner name, when the `agent_registration` rules let it register."""
+        principal = exchange.principal
+        owner = _owner_name(principal)
+        if owner is None:
             raise GatewayError(401, "missing_credentials", "Registering agents needs a token.",
                                headers=(("www-authenticate", "Bearer"),))
-        if self.settings.register_scope not in principal.scopes \
-                and not self.catalog.is_admin(principal):
-            raise GatewayError(403, "insufficient_scope",
-                               f"Registering agents needs the {self.settings.register_scope} "
-                               "scope.", {"scope": self.settings.register_scope})
+        if not exchange.pipeline.permitted(exchange, [registration_ask(principal)])[0]:
+            scope = self.settings.register_scope
+            raise GatewayError(403, "insufficient_scope", "This caller may not register "
+                               f"agents (that needs the {scope} scope).", {"scope": scope})
         return owner
 
     async def _record(self, exchange: Exchange, body: Any, agent_id: str,
@@ -265,6 +267,12 @@ def _url_problems(body: dict[str, Any], calls: Calls) -> list[dict[str, str]]:
         if problem is not None:
             found.append({"field": field, "problem": problem})
     return found
+
+
+def _owner_name(principal: Principal) -> str | None:
+    """The name an agent this caller registers is owned under; None for an anonymous caller
+    or one with neither a subject nor a client id."""
+    return None if principal.is_anonymous else owner_of(principal)
 
 
 def _permitted(exchange: Exchange) -> Permitted:
