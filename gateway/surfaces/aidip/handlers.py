@@ -8,6 +8,7 @@ runs; failures raised here are answered by the app in AIDIP's dialect (render.py
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncGenerator, Callable
 from functools import partial
 from typing import Any
 
@@ -18,7 +19,7 @@ from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.handles import Calls
 from gateway.model import Principal
-from gateway.surface import SurfaceRoute
+from gateway.surface import SurfaceRoute, Way, Ways
 from gateway.surfaces.aidip import metadata
 from gateway.surfaces.aidip.a2a import Cards
 from gateway.surfaces.aidip.a2a_rpc import A2AEndpoint
@@ -67,22 +68,65 @@ class AidipService:
             SurfaceRoute(f"{base}/schema.json", self.schema, methods=["GET"],
                          name="aidip.schema"),
             SurfaceRoute(base, self.list_agents, methods=["GET"], name="aidip.list"),
-            SurfaceRoute(base, self.register, methods=["POST"], name="aidip.register"),
+            SurfaceRoute(base, self.register, methods=["POST"], name="aidip.register",
+                         ways=self._registering),
             SurfaceRoute(f"{base}/search", self.search, methods=["POST"], name="aidip.search"),
             SurfaceRoute(f"{base}/a2a", self.a2a, methods=["POST"], name="aidip.a2a"),
-            SurfaceRoute(f"{base}/{{id}}", self.read, methods=["GET"], name="aidip.read"),
-            SurfaceRoute(f"{base}/{{id}}", self.update, methods=["PUT"], name="aidip.update"),
+            SurfaceRoute(f"{base}/{{id}}", self.read, methods=["GET"], name="aidip.read",
+                         ways=self._entitled(lambda agent: [f"{base}/{agent.id}"])),
+            SurfaceRoute(f"{base}/{{id}}", self.update, methods=["PUT"], name="aidip.update",
+                         ways=self._changing(registering=True)),
             SurfaceRoute(f"{base}/{{id}}", self.delete, methods=["DELETE"],
-                         name="aidip.delete"),
+                         name="aidip.delete", ways=self._changing(registering=False)),
             SurfaceRoute(f"{base}/{{id}}/agent-card.json", self.agent_card, methods=["GET"],
                          name="aidip.agent_card"),
             SurfaceRoute(f"{base}/{{id}}/a2a", self.a2a, methods=["POST"],
                          name="aidip.a2a_agent"),
             SurfaceRoute(f"{base}/{{id}}/invoke", self.invoke, methods=["POST"],
-                         name="aidip.invoke"),
+                         name="aidip.invoke",
+                         ways=self._entitled(lambda agent: [f"{base}/{agent.id}/invoke"])),
             SurfaceRoute(f"{base}/{{id}}/invoke/{{operation}}", self.invoke, methods=["POST"],
-                         name="aidip.invoke_operation"),
+                         name="aidip.invoke_operation", ways=self._entitled(
+                             lambda agent: [f"{base}/{agent.id}/invoke/{name}"
+                                            for name in agent.operations])),
         ]
+
+    # ------------------------------------------------------------------ whom routes serve
+
+    def _entitled(self, paths: Callable[[Agent], list[str]]) -> Ways:
+        """Reading or invoking an agent serves a caller entitled to one (`Catalog.needs`),
+        at one of its paths the route rules admit."""
+
+        async def ways(exchange: Exchange) -> AsyncGenerator[Way, None]:
+            principal = exchange.principal
+            async for agent in self.catalog.every():
+                asks = self.catalog.needs(agent, principal)
+                if asks is not None:
+                    for path in paths(agent):
+                        yield Way(asks, path)
+
+        return ways
+
+    async def _registering(self, exchange: Exchange) -> AsyncGenerator[Way, None]:
+        """Registering serves a caller who can own an agent, with the rules' leave."""
+        if _owner_name(exchange.principal) is not None:
+            yield Way((registration_ask(exchange.principal),))
+
+    def _changing(self, *, registering: bool) -> Ways:
+        """Updating (`registering`) or deleting serves a caller who may change an agent (its
+        owner, or the admin scope); updating also needs the leave to register."""
+        base = f"{self.settings.base_path}/agents"
+
+        async def ways(exchange: Exchange) -> AsyncGenerator[Way, None]:
+            principal = exchange.principal
+            if registering and _owner_name(principal) is None:
+                return
+            asks = (registration_ask(principal),) if registering else ()
+            async for agent in self.catalog.every():
+                if self.catalog.may_change(agent, principal):
+                    yield Way(asks, f"{base}/{agent.id}")
+
+        return ways
 
     # ------------------------------------------------------------------ discovery
 
