@@ -73,6 +73,17 @@ async def serve_surface(owner: Mount, exchange: Exchange, send: Send) -> None:
     await answer_error(owner, error, exchange, send)
 
 
+def surface_route(owner: Mount, method: str, path: str) -> SurfaceRoute | None:
+    """The route `serve_surface` would hand `method path` to, when it is a `SurfaceRoute`: a
+    surface wrapping others' routes asks it whom it serves (`SurfaceRoute.ways`)."""
+    scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+    for route in owner.routes:
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            return route if isinstance(route, SurfaceRoute) else None
+    return None
+
+
 async def _run(owner: Mount, route: Any, exchange: Exchange, send: Send) -> None:
     request = exchange.request
     try:

@@ -7,17 +7,18 @@ warnings (of the config and of each policy file), its rule kinds, the resources 
 records from (decided on by the core's resource rule kinds), its `/.well-known/ai`
 capabilities, its members of the protected-resource metadata, its OpenAPI fragment, its `aigw`
 subcommands, what it keeps in one process's memory, and, for each config generation, a
-`Mount`: its routes (`SurfaceRoute`s, admitted by the pipeline as each declares), the path
-prefixes it owns, its public documents and paths, its error dialect, the resources the policy
-engine decides on, the egress rules for URLs its clients register (the runtime builds the
-client), and what to close when the generation retires.
+`Mount`: its routes (`SurfaceRoute`s, admitted by the pipeline as each declares, with the
+`Ways` each could serve a caller where the route rules alone do not say), the path prefixes
+it owns, its public documents and paths, its error dialect, the resources the policy engine
+decides on, the egress rules for URLs its clients register (the runtime builds the client),
+and what to close when the generation retires.
 
 The core never imports a surface: it finds them through `gateway.registry`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from enum import Enum
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from gateway.policy.config import PolicyPack
     from gateway.policy.kinds import RuleKind
     from gateway.policy.resources import ResourceSpec
+    from gateway.policy.rules import Ask
     from gateway.settings import Settings
     from gateway.upstream.egress.config import Egress
 
@@ -63,13 +65,31 @@ class Admission(Enum):
     #                            caller authenticated and limited (see pipeline.BodyFirst)
 
 
+@dataclass(frozen=True, slots=True)
+class Way:
+    """One way a route could serve a caller: the path it would be called at (the route rules
+    decide on it; None: the route's own) and the asks the policy engine must all allow."""
+
+    asks: tuple[Ask, ...] = ()
+    path: str | None = None
+
+
+# The ways a route could serve the caller of an exchange, beyond what the route rules say of
+# its path: a route whose answer needs the engine's leave for some resource (a stream the grant
+# covers, an agent the caller is entitled to, the right to register) yields one per resource;
+# a yielded way with no asks needs none. A surface that wraps routes (as an agent protocol's
+# tools) offers one to a caller with a way the engine allows; the route decides each call.
+Ways = Callable[[Exchange], AsyncGenerator[Way, None]]
+
+
 class SurfaceRoute(Route):
     """A surface's route: the endpoint takes the request's `Exchange` and returns a response;
-    failures are raised and answered once, by the app, in the owner's dialect."""
+    failures are raised and answered once, by the app, in the owner's dialect. `ways` says
+    whom it could serve beyond its route rules (None: the route rules alone)."""
 
     def __init__(self, path: str, endpoint: ExchangeEndpoint, *, methods: list[str],
                  name: str | None = None, admission: Admission = Admission.REQUIRED,
-                 body_first: BodyFirst | None = None) -> None:
+                 body_first: BodyFirst | None = None, ways: Ways | None = None) -> None:
         super().__init__(path, _not_served_directly, methods=methods,
                          name=name or getattr(endpoint, "__name__", None))
         if (admission is Admission.BODY_FIRST) != (body_first is not None):
@@ -77,6 +97,7 @@ class SurfaceRoute(Route):
         self.run = endpoint
         self.admission = admission
         self.body_first = body_first
+        self.ways = ways
 
 
 async def _not_served_directly(request: Any) -> Response:

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from aidip_config import aidip_gateway_config
+from aidip_config import aidip_gateway_config, registration
 from aidre_config import aidre_gateway_config
 from processes import Gateway
 from test_aidre import search
@@ -139,6 +139,23 @@ def test_an_agent_access_rule_hides_an_agent_from_one_client(
     assert other.status_code == 200
 
 
+def test_an_agent_registration_rule_refuses_a_client_the_scope_would_let_register(
+    backend, echo, inprocess_factory, tmp_path: Path
+):
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    (folder / "registry.yaml").write_text(yaml.safe_dump({"rules": [{
+        "id": "no-registering-for-bob", "kind": "agent_registration", "effect": "deny",
+        "when": {"clients": ["bob-app"]}, "description": "Bob's client registers nothing."}]}))
+    gateway: Gateway = inprocess_factory(aidip_gateway_config(backend, echo,
+                                                            policies=str(folder)))
+    body = registration(echo + "/echo/registry")
+    refused = httpx.post(gateway.url + "/agents", json=body, headers={"x-api-key": "bob-key"})
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "Forbidden"
+    allowed = httpx.post(gateway.url + "/agents", json=body, headers={"x-api-key": "alice-key"})
+    assert allowed.status_code == 201, allowed.text
+
+
 def test_config_entitlements_are_rules_the_tool_can_see(backend, echo, tmp_path: Path):
     from gateway.loader import load_config
 
@@ -148,6 +165,8 @@ def test_config_entitlements_are_rules_the_tool_can_see(backend, echo, tmp_path:
     assert loaded.bundle is not None
     rule = loaded.bundle.rule("config:aidip.agents.partner-only.clients")
     assert rule is not None and rule.when.clients == ["partner"]
+    registering = loaded.bundle.rule("config:aidip.register_scope")
+    assert registering is not None and registering.when.scopes == ["agents:register"]
 
 
 def test_the_policy_stage_notes_the_same_decisions_when_it_answers_from_memory(

@@ -17,6 +17,7 @@ from gateway.context import RequestContext
 from gateway.model import Decision, Hit, Principal, Query, deny
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.decisions import Again, note, note_again
+from gateway.policy.resources import read_ask
 from gateway.policy.rules import Ask, Rule
 
 # Result parts no collection can produce: asking for them follows `Query.strict_fields`.
@@ -64,7 +65,7 @@ class PolicyEngine:
         """Whether a collection is readable (`collection_read` rules); unknown ones never are."""
         if (name or "") not in self.collections:
             return False
-        return self._decide(ctx, Ask("collection_read", name or "", principal)) == "allow"
+        return self._decide(ctx, read_ask(principal, name or "")) == "allow"
 
     def readable(self, ctx: RequestContext, names: Iterable[str]) -> list[str]:
         """Those of the named resources the caller may read, each decision noted."""

@@ -21,6 +21,7 @@ from gateway.policy.rules import Ask, Effect, Rule
 from gateway.strict import Strict
 
 if TYPE_CHECKING:
+    from gateway.model import Principal
     from gateway.policy.config import PolicyPack
     from gateway.settings import Settings
 
@@ -89,6 +90,11 @@ class RecordVisibility(ResourceRule):
 
 
 Declared = Callable[["Settings"], dict[str, ResourceSpec]]
+
+
+def read_ask(principal: Principal, name: str) -> Ask:
+    """The decision whether `principal` may read the named resource."""
+    return Ask("collection_read", name, principal)
 
 
 def unknown_resources(declared: Mapping[str, ResourceSpec],

@@ -10,7 +10,7 @@ The `endpoint` a client sees is the gateway's own invoke URL; the upstream's sta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +87,16 @@ class Catalog:
         return [agent for agent in agents
                 if self.owns(agent, principal) or id(agent) in granted]
 
+    def needs(self, agent: Agent, principal: Principal) -> tuple[Ask, ...] | None:
+        """What the rules must allow for the caller to see and invoke the agent, as `entitled`
+        decides it: nothing for the admin scope and the agent's owner, its `agent_access` ask
+        for a caller its own client list (if any) names, and None (never) for any other."""
+        if self.is_admin(principal) or self.owns(agent, principal):
+            return ()
+        if not _listed(agent, principal):
+            return None
+        return (Ask("agent_access", agent.id, principal),)
+
     def owns(self, agent: Agent, principal: Principal) -> bool:
         return agent.owner is not None and agent.owner == owner_of(principal)
 
@@ -96,10 +106,18 @@ class Catalog:
         return self.is_admin(principal) or self.owns(agent, principal)
 
     async def visible(self, principal: Principal, permitted: Permitted) -> list[Agent]:
-        registered = [from_record(record) for record in await self.store.all()]
-        agents = [*self.configured.values(),
-                  *(a for a in registered if a.id not in self.configured)]
+        agents = [agent async for agent in self.every()]
         return sorted(self.entitled(agents, principal, permitted), key=lambda a: a.id)
+
+    async def every(self) -> AsyncGenerator[Agent, None]:
+        """Every agent: the configured ones, then the registrations (the store is read only
+        when they are asked for)."""
+        for agent in self.configured.values():
+            yield agent
+        for record in await self.store.all():
+            agent = from_record(record)
+            if agent.id not in self.configured:
+                yield agent
 
     async def lookup(self, agent_id: str) -> Agent | None:
         if agent_id in self.configured:

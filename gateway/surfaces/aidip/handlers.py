@@ -8,6 +8,7 @@ runs; failures raised here are answered by the app in AIDIP's dialect (render.py
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncGenerator, Callable
 from functools import partial
 from typing import Any
 
@@ -18,7 +19,7 @@ from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.handles import Calls
 from gateway.model import Principal
-from gateway.surface import SurfaceRoute
+from gateway.surface import SurfaceRoute, Way, Ways
 from gateway.surfaces.aidip import metadata
 from gateway.surfaces.aidip.a2a import Cards
 from gateway.surfaces.aidip.a2a_rpc import A2AEndpoint
@@ -26,6 +27,7 @@ from gateway.surfaces.aidip.breaker import Breakers
 from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation, Permitted, from_record
 from gateway.surfaces.aidip.invoke import Invoker, check_inputs
 from gateway.surfaces.aidip.owners import RECORD_FORMAT, owner_of
+from gateway.surfaces.aidip.policy_rules import registration_ask
 from gateway.surfaces.aidip.render import fields_message, invalid_input, json_response
 from gateway.surfaces.aidip.request import (
     filters_from,
@@ -66,22 +68,65 @@ class AidipService:
             SurfaceRoute(f"{base}/schema.json", self.schema, methods=["GET"],
                          name="aidip.schema"),
             SurfaceRoute(base, self.list_agents, methods=["GET"], name="aidip.list"),
-            SurfaceRoute(base, self.register, methods=["POST"], name="aidip.register"),
+            SurfaceRoute(base, self.register, methods=["POST"], name="aidip.register",
+                         ways=self._registering),
             SurfaceRoute(f"{base}/search", self.search, methods=["POST"], name="aidip.search"),
             SurfaceRoute(f"{base}/a2a", self.a2a, methods=["POST"], name="aidip.a2a"),
-            SurfaceRoute(f"{base}/{{id}}", self.read, methods=["GET"], name="aidip.read"),
-            SurfaceRoute(f"{base}/{{id}}", self.update, methods=["PUT"], name="aidip.update"),
+            SurfaceRoute(f"{base}/{{id}}", self.read, methods=["GET"], name="aidip.read",
+                         ways=self._entitled(lambda agent: [f"{base}/{agent.id}"])),
+            SurfaceRoute(f"{base}/{{id}}", self.update, methods=["PUT"], name="aidip.update",
+                         ways=self._changing(registering=True)),
             SurfaceRoute(f"{base}/{{id}}", self.delete, methods=["DELETE"],
-                         name="aidip.delete"),
+                         name="aidip.delete", ways=self._changing(registering=False)),
             SurfaceRoute(f"{base}/{{id}}/agent-card.json", self.agent_card, methods=["GET"],
                          name="aidip.agent_card"),
             SurfaceRoute(f"{base}/{{id}}/a2a", self.a2a, methods=["POST"],
                          name="aidip.a2a_agent"),
             SurfaceRoute(f"{base}/{{id}}/invoke", self.invoke, methods=["POST"],
-                         name="aidip.invoke"),
+                         name="aidip.invoke",
+                         ways=self._entitled(lambda agent: [f"{base}/{agent.id}/invoke"])),
             SurfaceRoute(f"{base}/{{id}}/invoke/{{operation}}", self.invoke, methods=["POST"],
-                         name="aidip.invoke_operation"),
+                         name="aidip.invoke_operation", ways=self._entitled(
+                             lambda agent: [f"{base}/{agent.id}/invoke/{name}"
+                                            for name in agent.operations])),
         ]
+
+    # ------------------------------------------------------------------ whom routes serve
+
+    def _entitled(self, paths: Callable[[Agent], list[str]]) -> Ways:
+        """Reading or invoking an agent serves a caller entitled to one (`Catalog.needs`),
+        at one of its paths the route rules admit."""
+
+        async def ways(exchange: Exchange) -> AsyncGenerator[Way, None]:
+            principal = exchange.principal
+            async for agent in self.catalog.every():
+                asks = self.catalog.needs(agent, principal)
+                if asks is not None:
+                    for path in paths(agent):
+                        yield Way(asks, path)
+
+        return ways
+
+    async def _registering(self, exchange: Exchange) -> AsyncGenerator[Way, None]:
+        """Registering serves a caller who can own an agent, with the rules' leave."""
+        if _owner_name(exchange.principal) is not None:
+            yield Way((registration_ask(exchange.principal),))
+
+    def _changing(self, *, registering: bool) -> Ways:
+        """Updating (`registering`) or deleting serves a caller who may change an agent (its
+        owner, or the admin scope); updating also needs the leave to register."""
+        base = f"{self.settings.base_path}/agents"
+
+        async def ways(exchange: Exchange) -> AsyncGenerator[Way, None]:
+            principal = exchange.principal
+            if registering and _owner_name(principal) is None:
+                return
+            asks = (registration_ask(principal),) if registering else ()
+            async for agent in self.catalog.every():
+                if self.catalog.may_change(agent, principal):
+                    yield Way(asks, f"{base}/{agent.id}")
+
+        return ways
 
     # ------------------------------------------------------------------ discovery
 
@@ -131,7 +176,7 @@ class AidipService:
 
     async def register(self, exchange: Exchange) -> Response:
         ctx, request = exchange.ctx, exchange.request
-        owner = self._registrant(ctx.principal)
+        owner = self._registrant(exchange)
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         agent_id = body.get("id") if isinstance(body, dict) else None
         record = await self._record(exchange, body, agent_id or str(uuid.uuid4()), owner)
@@ -154,7 +199,7 @@ class AidipService:
 
     async def update(self, exchange: Exchange) -> Response:
         ctx, request = exchange.ctx, exchange.request
-        self._registrant(ctx.principal)
+        self._registrant(exchange)
         agent = await self._changeable(exchange, request.path_params["id"])
         body = await json_body(request, self.settings.registry.max_metadata_bytes)
         if isinstance(body, dict) and body.get("id", agent.id) != agent.id:
@@ -190,16 +235,17 @@ class AidipService:
         replaced = await self.catalog.store.replace(agent.id, written, agent.stamp or b"")
         return written if replaced else None
 
-    def _registrant(self, principal: Principal) -> str:
-        owner = owner_of(principal)
-        if principal.is_anonymous or owner is None:
+    def _registrant(self, exchange: Exchange) -> str:
+        """The caller's owner name, when the `agent_registration` rules let it register."""
+        principal = exchange.principal
+        owner = _owner_name(principal)
+        if owner is None:
             raise GatewayError(401, "missing_credentials", "Registering agents needs a token.",
                                headers=(("www-authenticate", "Bearer"),))
-        if self.settings.register_scope not in principal.scopes \
-                and not self.catalog.is_admin(principal):
-            raise GatewayError(403, "insufficient_scope",
-                               f"Registering agents needs the {self.settings.register_scope} "
-                               "scope.", {"scope": self.settings.register_scope})
+        if not exchange.pipeline.permitted(exchange, [registration_ask(principal)])[0]:
+            scope = self.settings.register_scope
+            raise GatewayError(403, "insufficient_scope", "This caller may not register "
+                               f"agents (that needs the {scope} scope).", {"scope": scope})
         return owner
 
     async def _record(self, exchange: Exchange, body: Any, agent_id: str,
@@ -265,6 +311,12 @@ def _url_problems(body: dict[str, Any], calls: Calls) -> list[dict[str, str]]:
         if problem is not None:
             found.append({"field": field, "problem": problem})
     return found
+
+
+def _owner_name(principal: Principal) -> str | None:
+    """The name an agent this caller registers is owned under; None for an anonymous caller
+    or one with neither a subject nor a client id."""
+    return None if principal.is_anonymous else owner_of(principal)
 
 
 def _permitted(exchange: Exchange) -> Permitted:

@@ -1,5 +1,7 @@
-"""AIDIP's rule kind: which callers are entitled to see and invoke an agent (`agent_access`).
-A configured agent's `clients` list is read as rules of this kind too."""
+"""AIDIP's rule kinds: which callers are entitled to see and invoke an agent (`agent_access`),
+and who may register agents (`agent_registration`). A configured agent's `clients` list is
+read as rules of the first, `aidip.register_scope` and `aidip.admin_scope` as rules of the
+second."""
 
 from __future__ import annotations
 
@@ -7,9 +9,12 @@ from typing import Literal
 
 from pydantic import Field
 
+from gateway.model import Principal
 from gateway.policy.kinds import RawRule, RuleKind, Sample
 from gateway.policy.rules import Ask, Rule
 from gateway.settings import Settings
+
+REGISTRATION_KIND, REGISTRY = "agent_registration", "registry"
 
 
 class AgentAccess(Rule):
@@ -25,6 +30,21 @@ class AgentAccess(Rule):
         return ask.resource == self.agent
 
 
+class AgentRegistration(Rule):
+    """Who may register agents, and update the ones they own (changing another's needs the
+    admin scope). The config's `register_scope` and `admin_scope` are rules of this kind
+    (`config:aidip.register_scope`, `config:aidip.admin_scope`); without a matching allow a
+    caller may not register."""
+
+    kind: Literal["agent_registration"] = Field(
+        description="`agent_registration`: who may register agents and update their own.",
+    )
+
+
+def registration_ask(principal: Principal) -> Ask:
+    return Ask(REGISTRATION_KIND, REGISTRY, principal)
+
+
 def _config_clients(settings: Settings) -> list[RawRule]:
     aidip = getattr(settings, "aidip", None)
     return [{"id": f"config:aidip.agents.{agent_id}.clients", "kind": "agent_access",
@@ -32,6 +52,17 @@ def _config_clients(settings: Settings) -> list[RawRule]:
              "description": f"aidip.agents.{agent_id}.clients in the config file"}
             for agent_id, agent in (aidip.agents.items() if aidip is not None else ())
             if agent.clients is not None]
+
+
+def _config_registrants(settings: Settings) -> list[RawRule]:
+    aidip = getattr(settings, "aidip", None)
+    if aidip is None:
+        return []
+    return [{"id": f"config:aidip.{name}", "kind": REGISTRATION_KIND,
+             "when": {"scopes": [scope]},
+             "description": f"aidip.{name} in the config file: {scope}"}
+            for name, scope in (("register_scope", aidip.register_scope),
+                                ("admin_scope", aidip.admin_scope))]
 
 
 def _agents(settings: Settings, rules: list[Rule]) -> list[Sample]:
@@ -44,4 +75,9 @@ AIDIP_KINDS = [
     RuleKind("agent_access", "aidip", AgentAccess,
              "who may see and invoke an agent (default: every caller)", default="allow",
              from_config=_config_clients, samples=_agents),
+    RuleKind(REGISTRATION_KIND, "aidip", AgentRegistration,
+             "who may register agents and update their own (default: nobody; the config's "
+             "register_scope and admin_scope allow)", from_config=_config_registrants,
+             resources=lambda settings: [REGISTRY],
+             samples=lambda settings, rules: [(REGISTRY, {})]),
 ]

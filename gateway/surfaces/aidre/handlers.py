@@ -8,6 +8,7 @@ in AIDRE's error object. No collection-specific code lives here.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import orjson
@@ -24,7 +25,8 @@ from gateway.ids import addressable
 from gateway.model import Hit, Query
 from gateway.operations import Placeholders
 from gateway.pipeline import Listing
-from gateway.surface import Admission, SurfaceRoute
+from gateway.policy.resources import read_ask
+from gateway.surface import Admission, SurfaceRoute, Way
 from gateway.surfaces.aidre import render, window
 from gateway.surfaces.aidre.collections import CompiledCollection, Operation
 from gateway.surfaces.aidre.config import aidre_of
@@ -184,10 +186,17 @@ def routes(base_path: str) -> list[SurfaceRoute]:
                      name="aidre.discovery", admission=Admission.OPTIONAL),
         SurfaceRoute(f"{base_path}/collections", list_collections, methods=["GET"],
                      name="aidre.collections"),
-        SurfaceRoute(f"{base_path}/search", search, methods=["POST"], name="aidre.search"),
+        SurfaceRoute(f"{base_path}/search", search, methods=["POST"], name="aidre.search",
+                     ways=readable_collections),
         SurfaceRoute(f"{base_path}/chunks/{{id:path}}", read_chunk, methods=["GET"],
-                     name="aidre.chunk"),
+                     name="aidre.chunk", ways=readable_collections),
     ]
+
+
+async def readable_collections(exchange: Exchange) -> AsyncGenerator[Way, None]:
+    """A search or a chunk read serves a caller who may read one of the collections."""
+    for name in _collections(exchange):
+        yield Way((read_ask(exchange.principal, name),))
 
 
 async def search(exchange: Exchange) -> Response:

@@ -8,6 +8,7 @@ events must name) and an access event."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 
 from starlette.requests import Request
@@ -20,8 +21,9 @@ from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.handles import Stages
 from gateway.model import Hit, Query
+from gateway.policy.resources import read_ask
 from gateway.policy.rules import Ask
-from gateway.surface import Admission, SurfaceRoute
+from gateway.surface import Admission, SurfaceRoute, Way
 from gateway.surfaces.aip import render
 from gateway.surfaces.aip.body import parse_json
 from gateway.surfaces.aip.chunks import Chunk, Cutter, Piece, select, withheld_whole
@@ -106,6 +108,12 @@ class Retriever:
         answer = answer_of(exchange, self.gate)
         response = await exchange.pipeline.retrieve(Retrieval(self, answer), exchange)
         return self.gate.sign(answer.verified, exchange.request.scope, response)
+
+    async def readable_sources(self, exchange: Exchange) -> AsyncGenerator[Way, None]:
+        """A retrieve serves a caller who may read one of the sources: which one the intent
+        picks, and the `aip_retrieve` rules decide on what the request declares."""
+        for name in self.sources:
+            yield Way((read_ask(exchange.principal, name),))
 
     def intent(self, wanted: RetrieveRequest) -> tuple[Denial | None, str | None]:
         """Whether the request's intent is out of the editorial scope, and the source it picks:
@@ -227,7 +235,8 @@ def routes(aip: Aip, sources: dict[str, CompiledSource], policy: AipPolicy,
     retriever = Retriever(aip, sources, policy, gate, sink, ledger)
     served = [SurfaceRoute(aip.retrieve_path, retriever.handle, methods=["POST"],
                            name="aip.retrieve", admission=Admission.BODY_FIRST,
-                           body_first=RetrieveAdmission(aip, gate))]
+                           body_first=RetrieveAdmission(aip, gate),
+                           ways=retriever.readable_sources)]
     if aip.event is not None and sink is not None and ledger is not None:
         intake = EventIntake(aip, gate, sink, ledger)
         served.append(SurfaceRoute(aip.event.path, intake.handle, methods=["POST"],

@@ -2,17 +2,19 @@
 (stateless, JSON answers), whose tool calls are inner requests to this gateway's routes.
 
 The pipeline has admitted the caller (bearer token, route scopes, rate limits) before the SDK
-sees the request. Listing tools shows those whose route the route rules let this caller use;
-calling one serves its route in-process for the same caller (gateway.inner), so the wrapped
-surface's policy, grants, decision log, metrics and error codes apply as over HTTP. Its
-failures come back as tool errors carrying the surface's stable code and the request id.
+sees the request. Listing tools shows those this caller is offered (offers.py): the route rules
+let it use the route, and the policy engine allows it one of the ways the route's surface says
+it could be served. Calling one the engine allows no way of is a tool error (`forbidden`);
+any other call serves its route in-process for the same caller (gateway.inner), so the wrapped
+surface's policy, grants, decision log, metrics and error codes apply as over HTTP (a route the
+route rules refuse answers so itself). Its failures come back as tool errors carrying the
+surface's stable code and the request id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import re
 from typing import Any
 
 import mcp_types as types
@@ -25,11 +27,12 @@ from starlette.responses import Response
 from gateway import inner, tracing
 from gateway.asgi import Scope
 from gateway.exchange import Exchange
+from gateway.surface import Ways
+from gateway.surfaces.mcp.offers import Offers, route_ways
 from gateway.surfaces.mcp.tools import McpTool, ToolInputError
 
 OWN_HEADERS = frozenset({b"mcp-session-id", b"mcp-protocol-version", b"last-event-id"})
 _EXCHANGE: contextvars.ContextVar[Exchange] = contextvars.ContextVar("aigw_mcp_exchange")
-_SEGMENT = re.compile(r"\{[^}]*\}")
 _MAX_TEXT = 16_000  # characters of a result's JSON repeated as text for clients without
 #                     structured output
 
@@ -40,6 +43,8 @@ class McpEndpoint:
     def __init__(self, name: str, tools: list[McpTool], *, max_body_bytes: int,
                  hosts: list[str], origins: list[str], instructions: str | None) -> None:
         self.tools = {tool.name: tool for tool in tools}
+        # Each tool's route's ways, found on first use: the routes are this generation's.
+        self._ways: dict[str, Ways | None] = {}
         self.server: Server[Any] = Server(
             name, version="1", instructions=instructions,
             on_list_tools=self._list, on_call_tool=self._call,
@@ -82,10 +87,17 @@ class McpEndpoint:
         tool = self.tools.get(name)
         return tool.input_schema if tool is not None else None
 
+    def _ways_of(self, exchange: Exchange, tool: McpTool) -> Ways | None:
+        if tool.name not in self._ways:
+            self._ways[tool.name] = route_ways(exchange, tool)
+        return self._ways[tool.name]
+
     async def _list(self, ctx: Any, params: Any) -> types.ListToolsResult:
         exchange = _EXCHANGE.get()
-        return types.ListToolsResult(tools=[listing(tool) for tool in self.tools.values()
-                                            if usable(exchange, tool)])
+        offers = Offers(exchange)
+        return types.ListToolsResult(tools=[
+            listing(tool) for tool in self.tools.values()
+            if await offers.offered(tool, self._ways_of(exchange, tool))])
 
     async def _call(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         exchange = _EXCHANGE.get()
@@ -94,6 +106,12 @@ class McpEndpoint:
             return tool_error("unknown_tool", f"No tool is named {params.name!r} here.",
                               exchange.request_id, 404)
         tracing.annotate({"aigw.mcp.tool": tool.name})
+        ways = self._ways_of(exchange, tool)
+        if ways is not None and not await Offers(exchange).some_way(tool.method, ways,
+                                                                     unreadable=True):
+            return tool_error("forbidden", f"The policy allows this caller no use of "
+                              f"{tool.name}; tools/list shows the tools it may call.",
+                              exchange.request_id, 403)
         try:
             request = tool.request(params.arguments or {})
         except ToolInputError as exc:
@@ -117,11 +135,6 @@ class _Relay(Response):
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         await self.mcp.serve(self.exchange, scope, receive, send)
-
-
-def usable(exchange: Exchange, tool: McpTool) -> bool:
-    """Whether the route rules let this caller use the route the tool wraps."""
-    return exchange.pipeline.admits(exchange, tool.method, _SEGMENT.sub("_", tool.path))
 
 
 def listing(tool: McpTool) -> types.Tool:

@@ -8,7 +8,7 @@ list as a pipeline listing, every other endpoint by `Pipeline.serve`, its grant 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from gateway.model import Principal, TokenKind
 from gateway.pipeline import Listing
 from gateway.policy.decisions import Again
 from gateway.policy.rules import Ask
-from gateway.surface import SurfaceRoute
+from gateway.surface import SurfaceRoute, Way
 from gateway.surfaces.pdpp import filters, paging, render, request, search
 from gateway.surfaces.pdpp.config import Pdpp
 from gateway.surfaces.pdpp.keys import page_key
@@ -137,23 +137,35 @@ class PdppService:
 
     def routes(self) -> list[SurfaceRoute]:
         base = self.pdpp.base_path
+        ways = self.readable_streams
         found = [
             SurfaceRoute(f"{base}/v1/streams", self.list_streams, methods=["GET"],
                          name="pdpp.streams"),
             SurfaceRoute(f"{base}/v1/streams/{{stream}}", self.stream_metadata, methods=["GET"],
-                         name="pdpp.stream"),
+                         name="pdpp.stream", ways=ways),
             SurfaceRoute(f"{base}/v1/streams/{{stream}}/records", self.list_records,
-                         methods=["GET"], name="pdpp.records"),
+                         methods=["GET"], name="pdpp.records", ways=ways),
             SurfaceRoute(f"{base}/v1/streams/{{stream}}/records/{{key:path}}", self.get_record,
-                         methods=["GET"], name="pdpp.record"),
+                         methods=["GET"], name="pdpp.record", ways=ways),
         ]
         if lexical_served(self.pdpp):
             found.append(SurfaceRoute(f"{base}/v1/search", self.lexical_search,
-                                      methods=["GET"], name="pdpp.search"))
+                                      methods=["GET"], name="pdpp.search", ways=ways))
         if semantic_served(self.pdpp):
             found.append(SurfaceRoute(f"{base}/v1/search/semantic", self.semantic_search,
-                                      methods=["GET"], name="pdpp.semantic"))
+                                      methods=["GET"], name="pdpp.semantic", ways=ways))
         return found
+
+    async def readable_streams(self, exchange: Exchange) -> AsyncGenerator[Way, None]:
+        """Reading a stream or searching serves a caller whose grant (one PDPP can enforce)
+        and the `pdpp_stream` rules let it read one of the streams."""
+        principal = exchange.principal
+        try:
+            check_grant(principal, self.streams)
+        except GatewayError:
+            return
+        for name in listing_order(principal, self.streams):
+            yield Way((readable_stream_ask(principal, name),))
 
     def render_error(self, error: GatewayError, exchange: Exchange) -> Response:
         """Every failure of a PDPP path, in the version the caller asked for when it is one
