@@ -21,12 +21,23 @@ import pytest
 from aidre_config import aidre_gateway_config
 from processes import ROOT
 
+from gateway.loader import load_config
+from gateway.policy.matrix import known_scopes, personas
 from gateway.policy.report import CALLERS_PER_TABLE, gateway_version
 
 ALLOW_RGB = (0xE3, 0xF4, 0xE6)  # td.allow and td.deny backgrounds in gateway/policy/report_html.py
 DENY_RGB = (0xFB, 0xE5, 0xE5)
 SURFACES = ["aidip", "aidre", "aip", "pdpp", "gateway"]  # the demo's, in the report's order
-CALLERS = 7  # the demo's caller columns (matrix.personas)
+
+
+def demo_callers() -> list[str]:
+    loaded = load_config(ROOT / "config" / "demo.yaml")
+    return [persona.label for persona in personas(loaded.bundle, known_scopes(loaded.settings))]
+
+
+def tables_per_surface() -> int:
+    """The demo's callers split into tables of at most CALLERS_PER_TABLE columns."""
+    return -(-len(demo_callers()) // CALLERS_PER_TABLE)
 A4_POINTS = (595.0, 842.0)
 VIEWPORT = 800
 
@@ -52,7 +63,7 @@ def test_the_markdown_report_says_who_sees_what():
     assert [line[3:] for line in lines if line.startswith("## ")] == \
         ["How to read it", *SURFACES, "Rules"]
     tables = markdown_tables(lines)
-    assert len(tables) == len(SURFACES) * 2  # 7 callers: 4 + 3 columns
+    assert len(tables) == len(SURFACES) * tables_per_surface() > len(SURFACES)
     for caption, header, _ in tables:
         assert 2 <= len(header) <= CALLERS_PER_TABLE + 1
         assert header[0] == caption.split(",")[0] + " · kind · resource"  # repeated row header
@@ -62,7 +73,8 @@ def test_the_markdown_report_says_who_sees_what():
     reads = cells_of(tables, "collection_read · `articles`")["client (every scope)"]
     assert "records:internal" in reads and "vectors" in reads
     invoke = cells_of(tables, "route · `/agents/classifier/invoke` method=POST")
-    assert invoke["anonymous"] == "**DENY** (aidip-invoke-classifier)"
+    assert invoke["anonymous"] == "**DENY 401** (aidip-invoke-classifier)"
+    assert invoke["client"] == "**DENY 403** (aidip-invoke-classifier)"
     assert invoke["client tasks:run"] == "**ALLOW** (aidip-invoke-classifier)"
     for path in ("`/pag/retrieve` method=POST", "`/search` method=POST"):
         assert cells_of(tables, "route · " + path)["anonymous"].startswith("**ALLOW**")
@@ -92,7 +104,7 @@ def cells_of(tables: list[tuple[str, list[str], list[list[str]]]], row: str) -> 
         for cells in rows:
             if cells[0] == row:
                 found.update(zip(header[1:], cells[1:], strict=True))
-    assert len(found) == CALLERS, (row, found)
+    assert len(found) == len(demo_callers()), (row, found)
     return found
 
 
@@ -105,7 +117,7 @@ def test_the_html_report_is_written_to_a_file(tmp_path: Path):
     assert f"<code id='version'>{gateway_version()}</code>" in page
     assert re.search(r"<code id='generated'>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</code>", page)
     assert re.findall(r"<section class='surface' id='surface-([a-z]+)'>", page) == SURFACES
-    assert page.count("<table class='access'") == len(SURFACES) * 2
+    assert page.count("<table class='access'") == len(SURFACES) * tables_per_surface()
     assert page.count("<thead>") == page.count("<table")  # a header row on every table
     assert "@page { size: A4;" in page and "@media print" in page
     assert "<td class='deny' title='aip-deny-scrapers'><span class='effect'>DENY</span>" in page
@@ -248,7 +260,7 @@ def test_the_report_fits_a_screen_800_px_wide(demo_report: Path, screenshots: Pa
     found = json.loads(html.unescape(re.search(r'<pre id="measured">(.*?)</pre>', dom.stdout)[1]))
     assert found["viewport"] == VIEWPORT
     assert found["width"] <= VIEWPORT, found  # no horizontal scroll
-    assert len(found["tables"]) == len(SURFACES) * 2 + 1  # the rules' table last
+    assert len(found["tables"]) == len(SURFACES) * tables_per_surface() + 1  # rules last
     for table in found["tables"]:
         assert table["right"] <= VIEWPORT and table["scroll"] <= table["client"], table
     shot = screenshots / "report-800.png"

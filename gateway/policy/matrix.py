@@ -36,6 +36,7 @@ class Cell:
     effect: str
     rule: str | None
     visible: tuple[str, ...] = ()
+    answer: int | None = None  # the HTTP status the gateway refuses a route with
 
     @property
     def row(self) -> tuple[str, str, str, str]:
@@ -88,7 +89,14 @@ def decide_cell(bundle: PolicyBundle, settings: Any, persona: Persona, ask: Ask)
     if kind.projection is not None and outcome.effect == "allow":
         visible = tuple(kind.projection(settings, bundle, ask))
     return Cell(persona.label, kind.surface_for(settings, ask.resource), ask.kind,
-                ask.resource, detail(ask), outcome.effect, outcome.rule, visible)
+                ask.resource, detail(ask), outcome.effect, outcome.rule, visible,
+                route_refusal(ask) if ask.kind == "route" and outcome.effect == "deny" else None)
+
+
+def route_refusal(ask: Ask) -> int:
+    """What a refused route answers (gateway.auth.authenticator): 401 to a caller without a
+    token, which one may let in, else 403."""
+    return 401 if ask.principal.is_anonymous else 403
 
 
 def matrix(bundle: PolicyBundle, settings: Any, people: list[Persona] | None = None,

@@ -30,9 +30,10 @@ _GATEWAY_MEANING = ("Paths no surface serves (passed through to the upstream onc
                     "rules admit the caller), and resources no surface declares.")
 CELLS_MEAN = (
     "Each cell is the decision the gateway itself takes for that caller on that row (the same "
-    "engine and rules it serves with): ALLOW or DENY, written out; the id of the rule that "
-    "decided it, or `default` when no rule selects the row and the kind's default applies; "
-    "and, where allowed, what the caller gets: fields, `vectors` (stored embeddings), "
+    "engine and rules it serves with): ALLOW or DENY, written out, with the HTTP status a "
+    "refused route answers (401: a token is needed; 403: this token may not); the id of the "
+    "rule that decided it, or `default` when no rule selects the row and the kind's default "
+    "applies; and, where allowed, what the caller gets: fields, `vectors` (stored embeddings), "
     "`records:<visibility>` (records of that visibility) or limits (`max_chunks=4`).")
 ROWS_MEAN = (
     "Each row is one question: a rule kind, the resource it is about (a path, a collection or "
@@ -159,6 +160,11 @@ def caller_meaning(persona: Persona) -> str:
     return f"{token} with exactly these scopes: {scopes}" if scopes else f"{token} with no scope"
 
 
+def effect_text(cell: Cell) -> str:
+    """ALLOW or DENY, and a refused route's HTTP status."""
+    return cell.effect.upper() + (f" {cell.answer}" if cell.answer else "")
+
+
 def cell_rule(cell: Cell) -> str:
     return cell.rule or "default"
 
@@ -196,7 +202,7 @@ def _md_table(table: Table) -> list[str]:
 
 
 def _md_cell(cell: Cell) -> str:
-    text = f"**{cell.effect.upper()}** ({cell_rule(cell)})"
+    text = f"**{effect_text(cell)}** ({cell_rule(cell)})"
     return _md(text + (": " + ", ".join(cell.visible) if cell.visible else ""))
 
 

@@ -19,6 +19,7 @@ from gateway.policy.report import (
     Facts,
     Table,
     cell_rule,
+    effect_text,
     file_of,
     layout,
 )
@@ -115,7 +116,7 @@ def _cell(cell: Cell) -> str:
     fields = f"<span class='fields'>{escape(', '.join(cell.visible))}</span>" \
         if cell.visible else ""
     return (f"<td class='{cell.effect}' title='{escape(rule)}'>"
-            f"<span class='effect'>{cell.effect.upper()}</span>"
+            f"<span class='effect'>{effect_text(cell)}</span>"
             f"<span class='rule'>{_wrap(rule)}</span>{fields}</td>")
 
 
