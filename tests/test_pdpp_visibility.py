@@ -10,7 +10,7 @@ import copy
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +60,18 @@ class Stack:
     gateway: Gateway
     issuer: str
     log: Path
+    tokens: dict[str, str] = field(default_factory=dict)
 
     def token(self, client: str) -> str:
-        answer = httpx.post(self.issuer + "/token", data={"grant_type": "client_credentials"},
-                            auth=(client, CLIENTS[client]["secret"]), timeout=10)
-        assert answer.status_code == 200, answer.text
-        return answer.json()["access_token"]
+        """The client's token from the issuer (one each: the gateway then answers a caller
+        asking again from what it remembers of it, decisions noted again)."""
+        if client not in self.tokens:
+            answer = httpx.post(self.issuer + "/token", timeout=10,
+                                data={"grant_type": "client_credentials"},
+                                auth=(client, CLIENTS[client]["secret"]))
+            assert answer.status_code == 200, answer.text
+            self.tokens[client] = answer.json()["access_token"]
+        return self.tokens[client]
 
     def get(self, path: str, client: str, **params: Any) -> httpx.Response:
         return httpx.get(self.gateway.url + path, params=params, timeout=30,
@@ -159,12 +165,14 @@ def test_an_internal_article_is_not_found_without_articles_read(stack: Stack):
     public = stack.get("/v1/streams/articles/records/art-0001", "pdpp-app")
     assert public.status_code == 200 and ARTICLES["art-0001"]["visibility"] == "public"
 
-    record = logged(stack.log, hidden.headers["x-aigw-decision-id"])
-    [internal] = [d for d in record["decisions"] if d["kind"] == "record_visibility"
-                  and d["attributes"]["visibility"] == "internal"]
-    assert (internal["resource"], internal["effect"], internal["rule"]) == \
-        ("articles", "deny", RULE)
-    assert record["surface"] == "pdpp"
+    again = stack.get(f"/v1/streams/articles/records/{HIDDEN}", "pdpp-app")  # from memory
+    for response in (hidden, again):  # the same decisions noted, taken or remembered
+        record = logged(stack.log, response.headers["x-aigw-decision-id"])
+        [internal] = [d for d in record["decisions"] if d["kind"] == "record_visibility"
+                      and d["attributes"]["visibility"] == "internal"]
+        assert (internal["resource"], internal["effect"], internal["rule"]) == \
+            ("articles", "deny", RULE)
+        assert record["surface"] == "pdpp"
 
 
 def test_internal_articles_are_left_out_of_listings_and_searches(stack: Stack):
@@ -220,8 +228,7 @@ def test_mcp_fetch_and_search_follow_the_same_visibility(stack: Stack):
 
 
 def test_aidre_refuses_the_same_article_to_the_same_caller(stack: Stack):
-    error_body = stack.get(f"/chunks/articles:{HIDDEN}", "pdpp-app")
-    assert error_body.status_code == 404
+    assert stack.get(f"/chunks/articles:{HIDDEN}", "pdpp-app").status_code == 404
     assert stack.get(f"/chunks/articles:{HIDDEN}", "demo-agent").status_code == 200
 
 
