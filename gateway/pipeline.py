@@ -3,7 +3,8 @@
     admit:    [read body, verify its signature] -> authenticate -> [rate-limit key] -> limit
     retrieve: parse -> policy (pre) -> upstream -> map -> policy (post) -> render
     listing:  the surface's resources -> policy (read, each) -> render
-    serve:    the surface parses, asks `permitted` and reads through `Stages`, renders
+    serve:    the surface parses, asks `permitted` (and `record_visibilities` of the records
+              it keeps) and reads through `Stages`, renders
 
 Routing and the error answers happen in `dispatch.py`; `admit` runs before a surface endpoint
 as its route declares (`surface.Admission`), and the endpoint hands its request to `retrieve`
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
     from gateway.exchange import Exchange
     from gateway.loader import LoadedConfig
+    from gateway.policy.engine import Resource
     from gateway.policy.rules import Ask
     from gateway.upstream.egress.client import EgressClient
 
@@ -102,6 +104,11 @@ class Policy(Protocol):
         """Whether the rules allow each ask, each decision noted for the decision log (with
         `removes(ask)`, what a denied ask takes out of the answer)."""
 
+    def record_visibilities(self, ctx: RequestContext, name: str,
+                            resource: Resource) -> frozenset[str] | None:
+        """The record visibilities the principal may see in a resource a surface serves as
+        `name` from records it keeps (None: every record's), each decision noted."""
+
 
 class AnonymousAuthenticator:
     """No `auth` section: nobody is authenticated, and nobody is refused for it."""
@@ -137,6 +144,10 @@ class OpenPolicy:
     def permitted(self, ctx: RequestContext, asks: Sequence[Ask],
                   removes: Removes | None = None) -> list[bool]:
         return [True for _ in asks]
+
+    def record_visibilities(self, ctx: RequestContext, name: str,
+                            resource: Resource) -> None:
+        return None
 
 
 class RetrievalSurface(Protocol):
@@ -363,6 +374,15 @@ class Pipeline:
             allowed = self.policy.permitted(exchange.ctx, asks, removes)
             tracing.annotate({"aigw.policy.denied": allowed.count(False)})
         return allowed
+
+    def record_visibilities(self, exchange: Exchange, name: str,
+                            resource: Resource) -> frozenset[str] | None:
+        """The policy stage for records a surface keeps and serves itself, outside `retrieve`:
+        the record visibilities this request's caller may see in `resource`, which the surface
+        serves as `name` (a `record_visibility` rule naming it holds on every surface serving
+        it), each decision noted; None: every record's (no policy stage)."""
+        with tracing.span("aigw.policy", {"aigw.policy.stage": "visibilities"}):
+            return self.policy.record_visibilities(exchange.ctx, name, resource)
 
     def permitted_again(self, exchange: Exchange, decisions: Again) -> None:
         """Decisions this pipeline's `permitted` took for an earlier request of the same

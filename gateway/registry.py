@@ -6,7 +6,8 @@ The config model is the core `Settings` plus one optional section per surface. T
 are the core's (resource kinds over every surface's declared resources among them), then each
 surface's; the policy-pack model is the core `PolicyPack` with `rules` of every one of them,
 plus each surface's own older section. Capabilities, config problems and warnings are every
-surface's, in registry order; config problems also refuse a resource name two surfaces share.
+surface's, in registry order; config problems also refuse a resource name two surfaces cannot
+share (a name several surfaces serve is one resource, which every rule naming it decides on).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import Field, TypeAdapter, create_model
 from gateway.capability import Capability
 from gateway.policy.config import PolicyPack
 from gateway.policy.kinds import RuleKind, ServedRoute, route_kind
-from gateway.policy.resources import ResourceSpec, resource_kinds
+from gateway.policy.resources import ResourceSpec, resource_kinds, shared_name_problems
 from gateway.settings import Settings
 from gateway.surface import Problem, Surface
 
@@ -58,16 +59,17 @@ def capabilities(settings: Settings) -> tuple[Capability, ...]:
 def config_problems(settings: Settings) -> list[Problem]:
     found = capabilities(settings)
     problems = [problem for surface in surfaces() for problem in surface.problems(settings, found)]
-    return problems + _shared_resource_names(settings)
+    return problems + shared_name_problems(policy_resources(settings))
 
 
-def policy_resources(settings: Settings) -> dict[str, ResourceSpec]:
-    """The resources every surface serves records from, by name (the first declaration of a
-    name wins; `config_problems` refuses a config that declares one twice)."""
-    found: dict[str, ResourceSpec] = {}
+def policy_resources(settings: Settings) -> dict[str, list[ResourceSpec]]:
+    """The resources every surface serves records from, by name: each surface's declaration
+    of it, in surface order (a name several surfaces serve is one resource; `config_problems`
+    refuses those that cannot be: gateway.policy.resources.shared_name_problems)."""
+    found: dict[str, list[ResourceSpec]] = {}
     for surface in surfaces():
         for name, spec in surface.policy_resources(settings).items():
-            found.setdefault(name, spec)
+            found.setdefault(name, []).append(spec)
     return found
 
 
@@ -87,18 +89,6 @@ def served_routes(settings: Settings) -> tuple[ServedRoute, ...]:
         for path, ops in (surface.openapi(settings).get("paths") or {}).items())
     _served[:] = [(settings, found)]
     return found
-
-
-def _shared_resource_names(settings: Settings) -> list[Problem]:
-    seen: dict[str, ResourceSpec] = {}
-    problems = []
-    for surface in surfaces():
-        for name, spec in surface.policy_resources(settings).items():
-            if name in seen:
-                problems.append((spec.where, f"the name {name!r} is also {seen[name].where}: "
-                                 "policy rules name resources, so names must be unique"))
-            seen.setdefault(name, spec)
-    return problems
 
 
 def config_notes(settings: Settings) -> list[Problem]:

@@ -120,6 +120,8 @@ async def test_article_listing_filters_by_update_time(client: httpx.AsyncClient)
     body = (await client.get(f"{API}/articles", params=params)).json()
     assert 0 < body["total"] < 300
     assert all(item["updated_at"] >= since for item in body["items"])
+    # Summaries say who an article is for, as the article itself does.
+    assert {item["visibility"] for item in body["items"]} == {"public", "internal"}
     assert_error(
         await client.get(f"{API}/articles", params={"updated_since": "yesterday"}), 400, "BAD_PARAM"
     )

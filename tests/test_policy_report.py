@@ -27,7 +27,8 @@ from gateway.policy.report import CALLERS_PER_TABLE, gateway_version
 
 ALLOW_RGB = (0xE3, 0xF4, 0xE6)  # td.allow and td.deny backgrounds in gateway/policy/report_html.py
 DENY_RGB = (0xFB, 0xE5, 0xE5)
-SURFACES = ["aidip", "aidre", "aip", "pdpp", "gateway"]  # the demo's, in the report's order
+# The demo's, in the report's order: "aidre, pdpp" holds what both serve (the articles' records)
+SURFACES = ["aidip", "aidre", "aidre, pdpp", "aip", "pdpp", "gateway"]
 
 
 def demo_callers() -> list[str]:
@@ -66,7 +67,8 @@ def test_the_markdown_report_says_who_sees_what():
     assert len(tables) == len(SURFACES) * tables_per_surface() > len(SURFACES)
     for caption, header, _ in tables:
         assert 2 <= len(header) <= CALLERS_PER_TABLE + 1
-        assert header[0] == caption.split(",")[0] + " · kind · resource"  # repeated row header
+        # the row header, repeated
+        assert header[0] == caption.rsplit(", callers", 1)[0] + " · kind · resource"
     by_caller = cells_of(tables, "vector_return · `articles`")
     assert by_caller["anonymous"].startswith("**DENY**")
     assert by_caller["client vectors:read"].startswith("**ALLOW** (articles-vectors-for-partners)")
@@ -116,7 +118,8 @@ def test_the_html_report_is_written_to_a_file(tmp_path: Path):
     assert f"<code id='config'>{ROOT / 'config' / 'demo.yaml'}</code>" in page
     assert f"<code id='version'>{gateway_version()}</code>" in page
     assert re.search(r"<code id='generated'>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</code>", page)
-    assert re.findall(r"<section class='surface' id='surface-([a-z]+)'>", page) == SURFACES
+    assert re.findall(r"<section class='surface' id='surface-([a-z-]+)'>", page) == \
+        [surface.replace(", ", "-") for surface in SURFACES]
     assert page.count("<table class='access'") == len(SURFACES) * tables_per_surface()
     assert page.count("<thead>") == page.count("<table")  # a header row on every table
     assert "@page { size: A4;" in page and "@media print" in page

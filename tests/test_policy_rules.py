@@ -206,3 +206,43 @@ def test_the_policy_stage_notes_the_same_decisions_when_it_answers_from_memory(
     assert decided(stranger, "assistant")[0].visible_records == frozenset({"public"})
     assert decided(PARTNER, "bot")[0].outcome.value == "deny"  # a denial is never remembered
     assert decided(PARTNER, "bot")[0].outcome.value == "deny"
+
+
+def test_a_name_several_surfaces_serve_is_one_resource_they_must_agree_on():
+    from gateway.policy.resources import ResourceSpec, shared_name_problems
+
+    collection = ResourceSpec("aidre.collections.articles", "aidre")
+    stream = ResourceSpec("pdpp.streams.articles", "pdpp", read_rules=False)
+    assert shared_name_problems({"articles": [stream, collection]}) == []
+    # Two whose readers collection_read rules decide: one's config reads would open the other.
+    source = ResourceSpec("aip.sources.articles", "aip")
+    [(where, message)] = shared_name_problems({"articles": [stream, collection, source]})
+    assert where == "aip.sources.articles" and "aidre.collections.articles" in message
+    internal = ResourceSpec("pdpp.streams.articles", "pdpp", "internal", read_rules=False)
+    [(where, message)] = shared_name_problems({"articles": [collection, internal]})
+    assert where == "pdpp.streams.articles.visibility" and "one visibility" in message
+
+
+def test_a_surface_judges_its_records_by_the_engines_visibilities():
+    """`record_visibilities` for a resource a surface serves itself: the same decisions a
+    retrieval of the same name takes, noted; `visibility_of` the same fail-closed rule."""
+    from gateway.context import RequestContext
+    from gateway.policy.engine import PolicyEngine
+    from gateway.policy.resources import visibility_of
+
+    class Stream:
+        public, scopes, returns_vectors = False, frozenset(), False
+        visibility, records_carry_visibility = "public", True
+
+    rules = bundle({"id": "internal", "kind": "record_visibility", "collection": "articles",
+                    "visibility": "internal", "when": {"scopes": ["vectors:read"]}})
+    engine = PolicyEngine({}, rules)  # the stream is none of the retrieval resources
+    ctx = RequestContext("r", "GET", "/", "127.0.0.1", principal=PARTNER, surface="pdpp")
+    assert engine.record_visibilities(ctx, "articles", Stream()) == {"public", "internal"}
+    assert [(d.ask.attributes["visibility"], d.outcome.rule) for d in ctx.decisions] == \
+        [("internal", "internal"), ("public", None)]
+    stranger = Principal("s", "stranger", frozenset(), TokenKind.CLIENT)
+    assert engine.visibilities(stranger, "articles", resource=Stream()) == {"public"}
+    assert [visibility_of(Stream(), v) for v in ("internal", None, 3)] == ["internal", None, None]
+    Stream.records_carry_visibility = False
+    assert visibility_of(Stream(), None) == "public"

@@ -5,7 +5,7 @@ BAD_QUERY, BAD_PARAM, BAD_CURSOR, BAD_JSON, BAD_TEXT (400), BAD_VECTOR (422),
 NOT_FOUND (404), METHOD_NOT_ALLOWED (405) and INTERNAL (500). Timestamps are
 ISO-8601 UTC strings such as "2024-03-05T10:22:13Z"; limits above 100 are capped.
 
-Article summary = {id, title, category, tags, url, updated_at}
+Article summary = {id, title, category, tags, url, updated_at, visibility: "public"|"internal"}
 
 GET  /api/v1/health
      -> {status: "ok", articles: int}
@@ -207,7 +207,7 @@ def summarize_text(text: str, size: int = 2) -> str:
 
 
 def _summary(article: Record) -> Record:
-    keys = ("id", "title", "category", "tags", "url", "updated_at")
+    keys = ("id", "title", "category", "tags", "url", "updated_at", "visibility")
     return {key: article[key] for key in keys}
 
 

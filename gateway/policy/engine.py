@@ -4,6 +4,10 @@ stored vectors may leave.
 Every surface asks here, so a rule holds identically everywhere. The decision on optional
 result parts is taken before the upstream is asked (`before`), and whatever it refused is
 removed from the upstream's answer afterwards (`after`) even if the upstream sent it anyway.
+A surface that keeps and serves records itself (outside a retrieval) asks which record
+visibilities its caller sees (`record_visibilities`) and judges each record by the same
+`visibility_of` (gateway.policy.resources): a `record_visibility` rule names a resource, and
+holds on every surface serving it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from gateway.context import RequestContext
 from gateway.model import Decision, Hit, Principal, Query, deny
 from gateway.policy.bundle import PolicyBundle
 from gateway.policy.decisions import Again, note, note_again
-from gateway.policy.resources import read_ask
+from gateway.policy.resources import read_ask, visibility_of
 from gateway.policy.rules import Ask, Rule
 
 # Result parts no collection can produce: asking for them follows `Query.strict_fields`.
@@ -53,8 +57,9 @@ class PolicyEngine:
     def __init__(self, collections: Mapping[str, Resource], bundle: PolicyBundle) -> None:
         self.collections = collections
         self.bundle = bundle
-        # The visibilities asked about for each resource (fixed by the bundle), found once.
-        self._asked: dict[str, tuple[Resource, tuple[str, ...]]] = {}
+        # The visibilities asked about for each resource name and own visibility (fixed by
+        # the bundle), found once.
+        self._asked: dict[tuple[str, str], tuple[str, ...]] = {}
         # What `before` allowed: key -> (the caller, parts refused, visibilities, decisions).
         self._before: BoundedCache[tuple[Any, ...], tuple[Principal, frozenset[str],
                                                           frozenset[str] | None, Again]] = \
@@ -71,10 +76,11 @@ class PolicyEngine:
         """Those of the named resources the caller may read, each decision noted."""
         return [name for name in names if self.can_read(ctx.principal, name, ctx)]
 
-    def visibilities(self, principal: Principal, name: str,
-                     ctx: RequestContext | None = None) -> frozenset[str]:
-        """The record visibilities this caller may see in a resource it can read."""
-        resource = self.collections[name]
+    def visibilities(self, principal: Principal, name: str, ctx: RequestContext | None = None,
+                     resource: Resource | None = None) -> frozenset[str]:
+        """The record visibilities this caller may see in a resource it can read: `resource`
+        when given (as the surface serving `name` has it), else the one named."""
+        resource = resource if resource is not None else self.collections[name]
         seen = set()
         for value in self._asked_visibilities(name, resource):
             ask = Ask("record_visibility", name, principal,
@@ -83,15 +89,22 @@ class PolicyEngine:
                 seen.add(value)
         return frozenset(seen)
 
+    def record_visibilities(self, ctx: RequestContext, name: str,
+                            resource: Resource) -> frozenset[str]:
+        """The record visibilities the caller may see in `resource`, which a surface serves
+        as `name` from records it keeps (they never pass `after`: it judges each by
+        `visibility_of`), each decision noted."""
+        return self.visibilities(ctx.principal, name, ctx, resource)
+
     def _asked_visibilities(self, name: str, resource: Resource) -> tuple[str, ...]:
         """Every visibility a record of the resource may have that a rule decides on."""
-        found = self._asked.get(name)
-        if found is not None and found[0] is resource:
-            return found[1]
-        named = _named_visibilities(self.bundle.of_kind("record_visibility", shadow=True), name)
-        asked = tuple(sorted({"public", resource.visibility} | named))
-        self._asked[name] = (resource, asked)
-        return asked
+        key = (name, resource.visibility)
+        found = self._asked.get(key)
+        if found is None:
+            named = _named_visibilities(self.bundle.of_kind("record_visibility", shadow=True),
+                                        name)
+            found = self._asked[key] = tuple(sorted({"public", resource.visibility} | named))
+        return found
 
     def vectors_allowed(self, principal: Principal, name: str,
                         ctx: RequestContext | None = None) -> bool:
@@ -216,12 +229,8 @@ def _before_key(ctx: RequestContext, query: Query) -> tuple[Any, ...] | None:
 
 
 def record_visibility(resource: Resource, hit: Hit) -> str | None:
-    """The record's own visibility, else the resource's; None (seen by nobody) when records
-    must carry one and this one does not."""
-    value = hit.metadata.get("visibility")
-    if value is None and not resource.records_carry_visibility:
-        return resource.visibility
-    return value if isinstance(value, str) else None
+    """The hit's visibility (`visibility_of` its `metadata.visibility`)."""
+    return visibility_of(resource, hit.metadata.get("visibility"))
 
 
 def _named_visibilities(rules: Iterable[Rule], collection: str) -> set[str]:

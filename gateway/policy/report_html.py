@@ -65,7 +65,7 @@ def html_report(bundle: PolicyBundle, settings: Any, about: Facts) -> str:
     kinds = "".join(f"<dt><code>{escape(kind)}</code></dt><dd>{escape(summary)}</dd>"
                     for kind, summary in found.kinds)
     sections = "".join(
-        f"<section class='surface' id='surface-{escape(s.surface)}'><h2>{escape(s.surface)}</h2>"
+        f"<section class='surface' id='surface-{_slug(s.surface)}'><h2>{escape(s.surface)}</h2>"
         f"<p>{escape(s.meaning)}</p>{''.join(_table(t) for t in s.tables)}</section>"
         for s in found.sections)
     return (
@@ -147,3 +147,8 @@ def _code(text: str) -> str:
     parts = escape(text).split("`")
     return "".join(f"<code>{part}</code>" if index % 2 else part
                    for index, part in enumerate(parts))
+
+
+def _slug(text: str) -> str:
+    """An HTML id from a surface label ("aidre, pdpp" -> "aidre-pdpp")."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")

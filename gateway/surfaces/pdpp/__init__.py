@@ -1,6 +1,7 @@
 """PDPP resource server (spec-core §8, lexical and semantic retrieval) over the legacy API:
 streams and records mapped by config, grants enforced in one place (projection.py) with the
-policy's decisions on each stream and field (policy_rules.py), search."""
+policy's decisions on each stream and field (policy_rules.py) and on the visibility of its
+records (the core's `record_visibility` rules: each stream is a resource), search."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from gateway.upstream_urls import url_field_warnings
 if TYPE_CHECKING:
     from gateway.policy.config import PolicyPack
     from gateway.policy.kinds import RuleKind
+    from gateway.policy.resources import ResourceSpec
 
 
 class PdppPlugin(Surface):
@@ -100,6 +102,11 @@ class PdppPlugin(Surface):
         from gateway.surfaces.pdpp.policy_rules import PDPP_KINDS
 
         return PDPP_KINDS
+
+    def policy_resources(self, settings: Settings) -> dict[str, ResourceSpec]:
+        from gateway.surfaces.pdpp.policy_rules import stream_resources
+
+        return stream_resources(self.section(settings))
 
     def policy_problems(self, settings: Settings, pack: PolicyPack) -> list[Problem]:
         from gateway.surfaces.pdpp.policy_rules import rule_problems

@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, model_validator
 
 from gateway.embeddings.config import EmbedderSettings, HashSettings
 from gateway.operations import UpstreamOperation
+from gateway.policy.resources import RecordScopes
 from gateway.strict import Strict
 
 StreamName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
@@ -39,6 +40,15 @@ class FieldSpec(Strict):
         if self.format is not None and self.type != "string":
             raise ValueError(f"format {self.format!r} applies to a string field only")
         return self
+
+
+class StreamRecordVisibility(RecordScopes):
+    """The shared record-visibility shape (gateway.policy.resources), and where a record's
+    visibility is in its upstream item."""
+
+    path: str = Field(
+        description="JMESPath into one upstream item: the record's visibility, a string (read "
+        "with the record, never one of its fields). A record without one is seen by nobody.")
 
 
 class UpstreamSearch(Strict):
@@ -91,6 +101,16 @@ class Stream(Strict):
     emitted_at: FieldName | None = Field(
         None, description="Field whose value is a record's emitted_at (default: cursor_field); "
         "a caller who may not read it is given the time the gateway read the record instead.")
+    visibility: Annotated[str, Field(min_length=1, max_length=64)] = Field(
+        "public", description="The visibility of the stream's records, unless they carry their "
+        "own (`record_visibility`). `record_visibility` rules naming the stream say who sees "
+        "which (an AIDRE collection or AIP source of the same name is the same resource, and "
+        "must have the same visibility); without one, `public` and this one are seen by every "
+        "reader of the stream.")
+    record_visibility: StreamRecordVisibility | None = Field(
+        None, description="Per-record visibility: where each record's is in its upstream item. "
+        "A record the caller may not see is answered as one that does not exist (404), and is "
+        "never listed, searched, counted or snipped.")
     range_filters: dict[FieldName, list[RangeOp]] = Field(
         {},
         description="Fields callers may filter by range, and the operators each allows (gte, gt, "

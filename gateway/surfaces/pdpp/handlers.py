@@ -1,9 +1,9 @@
 """The PDPP resource-server endpoints: streams, records and search, each admitted by the
 shared pipeline (authentication, rate limits) before it runs, then served by it: the stream
 list as a pipeline listing, every other endpoint by `Pipeline.serve`, its grant decisions
-(policy_rules.py) taken by `Pipeline.permitted` and its upstream reads made through the
-`Stages` it is handed. Failures are raised and answered in PDPP's dialect by
-`PdppService.render_error`."""
+(policy_rules.py) taken by `Pipeline.permitted`, the record visibilities its caller sees by
+`Pipeline.record_visibilities`, and its upstream reads made through the `Stages` it is
+handed. Failures are raised and answered in PDPP's dialect by `PdppService.render_error`."""
 
 from __future__ import annotations
 
@@ -330,9 +330,12 @@ class PdppService:
                                     call.version)
 
     def _grantee(self, call: Call) -> Grantee:
-        """The caller's grant, its stream and field decisions taken by the pipeline."""
+        """The caller's grant, its stream, field and record-visibility decisions taken by the
+        pipeline."""
+        pipeline = call.exchange.pipeline
         return Grantee(call.principal, self.streams,
-                       functools.partial(call.exchange.pipeline.permitted, call.exchange))
+                       functools.partial(pipeline.permitted, call.exchange),
+                       functools.partial(pipeline.record_visibilities, call.exchange))
 
     def _access(self, call: Call, name: str) -> Access:
         """The caller's access to a stream (`Grantee.stream`): remembered for this principal

@@ -1,7 +1,7 @@
 """The gateway's own index of a stream's records (gateway.index): where the index of one stream
-(or one subject's records of it) lives, and what each record puts in it: its data, a version
-(a digest of its data, to tell what a refresh changes), the text of each searchable field and
-a vector of each field searched by meaning.
+(or one subject's records of it) lives, and what each record puts in it: its data (with its
+visibility, under a key no field can have), a version (a digest of both, to tell what a refresh
+changes), the text of each searchable field and a vector of each field searched by meaning.
 
 Everything here may block or take time that grows with the stream: callers run it in a PDPP
 thread (threads.py), never on the event loop."""
@@ -12,6 +12,7 @@ import hashlib
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -24,6 +25,8 @@ from gateway.surfaces.pdpp.config import SearchIndexSettings
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
 
 EMBED_BATCH = 256  # texts per call of the embedder
+# A record's visibility in its stored data: no field name can start with "@" (config.FieldName).
+VISIBILITY_KEY = "@visibility"
 
 
 def searchable(stream: CompiledStream) -> tuple[str, ...]:
@@ -75,7 +78,7 @@ def indexed(stream: CompiledStream, records: Sequence[Record],
     texts = searchable(stream)
     vectors = _vectors(stream, records, embedder) if embedder is not None else {}
     return [IndexedRecord(
-        key=record.key, version=version(record), data=dict(record.data),
+        key=record.key, version=version(record), data=stored(record),
         texts={f: value for f in texts if isinstance(value := record.data.get(f), str)},
         vectors=vectors.get(record.key, {}),
     ) for record in records]
@@ -97,8 +100,22 @@ def _vectors(stream: CompiledStream, records: Sequence[Record],
     return found
 
 
+def stored(record: Record) -> dict[str, Any]:
+    """The record's data as the index keeps it: with its visibility, when it carries one."""
+    data = dict(record.data)
+    if record.visibility is not None:
+        data[VISIBILITY_KEY] = record.visibility
+    return data
+
+
+def restored(key: str, data: dict[str, Any]) -> Record:
+    """A record as `stored` kept it."""
+    visibility = data.pop(VISIBILITY_KEY, None)
+    return Record(key, data, visibility if isinstance(visibility, str) else None)
+
+
 def version(record: Record) -> str:
-    return hashlib.sha256(orjson.dumps(dict(record.data), option=orjson.OPT_SORT_KEYS,
+    return hashlib.sha256(orjson.dumps(stored(record), option=orjson.OPT_SORT_KEYS,
                                        default=str)).hexdigest()[:32]
 
 

@@ -22,9 +22,9 @@ def page_key(serial: int, access: Access, field: str | None, order: str,
     `Access.view` and `project` read), where it starts, its filters, its size and the fields
     asked for. None when the position holds a value that cannot key (a list, say): that page
     is not remembered."""
-    key = (serial, access.fields, access.time_field, access.since, access.until,
-           access.resources, field, order, tuple(position) if position is not None else None,
-           tuple(found_filters), limit, wanted)
+    key = (serial, access.shape, field, order,
+           tuple(position) if position is not None else None, tuple(found_filters), limit,
+           wanted)
     try:
         hash(key)
     except TypeError:

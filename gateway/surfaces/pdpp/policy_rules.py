@@ -1,5 +1,6 @@
 """PDPP's rule kinds: which streams a token reads (`pdpp_stream`) and which fields of a
-stream it is shown (`pdpp_field`).
+stream it is shown (`pdpp_field`); and its streams as resources the core's `record_visibility`
+rules decide on (who sees a stream's records of each visibility: gateway.policy.resources).
 
 The grant in the token is the source of truth. Every decision carries what the grant says
 (`grant`: `owner` for an owner token, `granted`, `required` for a schema-required field of a
@@ -17,6 +18,7 @@ from pydantic import Field
 
 from gateway.model import Principal, TokenKind
 from gateway.policy.kinds import RuleKind, Sample
+from gateway.policy.resources import ResourceSpec
 from gateway.policy.rules import Ask, Effect, Rule
 from gateway.settings import Settings
 from gateway.surfaces.pdpp.config import Pdpp, Stream
@@ -194,3 +196,15 @@ def _field_problems(rule: FieldExposure, index: int,
             problems.append((where, "a schema-required field is always shown: no rule "
                                     "takes it away"))
     return problems
+
+
+def stream_resources(pdpp: Pdpp | None) -> dict[str, ResourceSpec]:
+    """Every stream, its records seen as its `visibility` and `record_visibility` say. Who
+    reads a stream is the grant's to say (`pdpp_stream`), not `collection_read` rules'."""
+    if pdpp is None:
+        return {}
+    return {name: ResourceSpec(
+        where=f"pdpp.streams.{name}", surface="pdpp", visibility=stream.visibility,
+        record_scopes={value: tuple(scopes) for value, scopes in rules.scopes.items()}
+        if (rules := stream.record_visibility) is not None else None,
+        parts=tuple(stream.fields), read_rules=False) for name, stream in pdpp.streams.items()}

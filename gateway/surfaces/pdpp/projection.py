@@ -1,10 +1,15 @@
 """What a caller may see of each stream, decided in this one place for records, search
 results and snippets: which streams, which fields (the grant's plus schema-required ones),
-which records (the grant's time window and `resources`), and which fields a search may match.
+which records (the grant's time window and `resources`, and the record visibilities the caller
+sees), and which fields a search may match.
 
 The grant is read here; which streams and fields it lets the caller read are decisions of the
-policy stage (the `pdpp_stream` and `pdpp_field` kinds of policy_rules.py, noted in the decision
-log), asked through the `Stages` the pipeline hands the request.
+policy stage (the `pdpp_stream` and `pdpp_field` kinds of policy_rules.py), and so are the
+record visibilities it sees (the core's `record_visibility` rules, which name a resource and
+hold on every surface serving it: AIDRE's `articles` collection and PDPP's `articles` stream
+alike), all asked through the pipeline and noted in the decision log. A record the caller may
+not see is not there for it: never listed, searched, counted or snipped, and 404 when asked for
+by key, as a record that does not exist.
 
 Everything a response carries is derived from `Access.view`: the record cut down to what the
 caller may read. Sorting, cursors, `emitted_at`, filters, snippets and counts all work on that
@@ -13,7 +18,7 @@ view, so a value of an ungranted field cannot reach a caller through any of them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -21,6 +26,7 @@ from typing import Any, Protocol
 from gateway.errors import GatewayError
 from gateway.instants import instant
 from gateway.model import Principal, TokenKind
+from gateway.policy.resources import visibility_of
 from gateway.policy.rules import Ask
 from gateway.surfaces.pdpp.policy_rules import (
     GRANTED,
@@ -67,14 +73,18 @@ class Access:
     since: datetime | None = None
     until: datetime | None = None
     resources: frozenset[str] | None = None  # the only record keys it may read; None: all
+    visibilities: frozenset[str] | None = None  # the record visibilities it sees; None: all
 
     def permits_key(self, key: str) -> bool:
         return self.resources is None or key in self.resources
 
     def admits(self, record: Record) -> bool:
-        """Among the grant's records and inside its time window (a record without a readable
-        time is outside)."""
+        """Among the grant's records, of a visibility the caller sees, and inside the grant's
+        time window (a record without a readable time is outside)."""
         if not self.permits_key(record.key):
+            return False
+        if self.visibilities is not None and \
+                visibility_of(self.stream, record.visibility) not in self.visibilities:
             return False
         if self.time_field is None:
             return True
@@ -90,7 +100,7 @@ class Access:
             return None
         if self.fields.issuperset(record.data):
             return record
-        return Record(record.key, Readable(record.data, self.fields))
+        return Record(record.key, Readable(record.data, self.fields), record.visibility)
 
     def visible(self, records: Iterable[Record]) -> list[Record]:
         if self.whole:  # asked once, not once a record
@@ -99,10 +109,18 @@ class Access:
 
     @property
     def whole(self) -> bool:
-        """Every record as it is: no record list, no time window, and every field of the
-        stream's schema readable (`view` would return each record itself)."""
-        return self.resources is None and self.time_field is None \
-            and self.fields.issuperset(self.stream.settings.fields)
+        """Every record as it is: no record list, no visibility hidden, no time window, and
+        every field of the stream's schema readable (`view` would return each record itself)."""
+        return self.resources is None and self.visibilities is None \
+            and self.time_field is None and self.fields.issuperset(self.stream.settings.fields)
+
+    @property
+    def shape(self) -> Hashable:
+        """All that `view`, `project`, `matchable` and `snippet` depend on, its stream aside:
+        what is remembered of a copy of the stream for one caller is given to another of the
+        same shape."""
+        return (self.fields, self.time_field, self.since, self.until, self.resources,
+                self.visibilities)
 
     def project(self, record: Record, wanted: frozenset[str] | None = None) -> dict[str, Any]:
         shown = self.fields if wanted is None else wanted & self.fields
@@ -208,14 +226,24 @@ def readable_stream_ask(principal: Principal, name: str) -> Ask:
     return stream_ask(principal, name, stream_coverage(principal, name))
 
 
+class Visible(Protocol):
+    """The policy stage for this request (`Pipeline.record_visibilities` with its exchange):
+    the record visibilities the caller sees in a stream (None: every record's), each decision
+    noted."""
+
+    def __call__(self, name: str, resource: CompiledStream) -> frozenset[str] | None: ...
+
+
 class Grantee:
     """One request's token as PDPP reads it: what its grant covers, with the policy's
-    decisions on each stream and field (a policy can narrow the grant, never widen it)."""
+    decisions on each stream and field (a policy can narrow the grant, never widen it) and on
+    the visibilities of each stream's records."""
 
     def __init__(self, principal: Principal, streams: Mapping[str, CompiledStream],
-                 permitted: Permitted) -> None:
+                 permitted: Permitted, visible: Visible) -> None:
         check_grant(principal, streams)
         self.principal, self.streams, self.permitted = principal, streams, permitted
+        self.visible = visible
 
     def every(self) -> dict[str, Access]:
         """Every stream the caller may read, with what it may see of it."""
@@ -248,13 +276,23 @@ class Grantee:
                 for name in stream.settings.fields]
         shown = frozenset(ask.attributes["field"]
                           for ask in _allowed(asks, self.permitted(asks, field_removed)))
+        visibilities = _access_visibilities(stream, self.visible(stream.name, stream))
         grant = self.principal.grant
         granted = grant.for_stream(stream.name) \
             if grant is not None and not is_owner(self.principal) else None
         if granted is None:
-            return Access(stream, shown)
+            return Access(stream, shown, visibilities=visibilities)
         return Access(stream, shown, granted.time_field, _bound(granted.since),
-                      _bound(granted.until), granted.resources)
+                      _bound(granted.until), granted.resources, visibilities)
+
+
+def _access_visibilities(stream: CompiledStream,
+                         seen: frozenset[str] | None) -> frozenset[str] | None:
+    """`Access.visibilities`: None when the caller sees every record (none carries a
+    visibility of its own and it sees the stream's), else the visibilities it sees."""
+    if seen is None or (not stream.records_carry_visibility and stream.visibility in seen):
+        return None
+    return seen
 
 
 def _allowed(asks: list[Ask], permitted: list[bool]) -> list[Ask]:

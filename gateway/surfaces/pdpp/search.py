@@ -10,9 +10,10 @@ checked again by `Access.snippet`.
 
 What one stream's index gives for a query is remembered (`Searches`) by the copy of the stream
 it searched (`Entry.serial`: a refresh makes a new copy), the query, the filters and the grant
-shape (`Access`: the readable fields, time window and record list, all that `view`,
-`matchable` and `snippet` depend on): a caller is only ever given what a search of the same
-records under the same view would give it, and nothing stays once the copy is replaced."""
+shape (`Access.shape`: the readable fields, time window, record list and record visibilities,
+all that `view`, `matchable` and `snippet` depend on): a caller is only ever given what a
+search of the same records under the same view would give it, and nothing stays once the copy
+is replaced."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_f
             entry = await entry_for(access.stream)
             truncated |= _truncated(entry, access)
             found += await _remembered(
-                searches, (entry.serial, "lexical", _shape(access), tuple(terms),
+                searches, (entry.serial, "lexical", access.shape, tuple(terms),
                            tuple(filters), snippets), entry,
                 functools.partial(_lexical_in_index, entry, access, terms, filters, snippets))
     return Ranked(await over_records(len(found), lambda: _rank(found, wanted)), len(found),
@@ -142,7 +143,7 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
         entry = await entry_for(access.stream)
         truncated |= _truncated(entry, access)
         found += await _remembered(
-            searches, (entry.serial, "semantic", _shape(access), tuple(query), tuple(filters),
+            searches, (entry.serial, "semantic", access.shape, tuple(query), tuple(filters),
                        threshold, model is not None), entry,
             functools.partial(_semantic_in_index, entry, access, query, filters, threshold,
                               model))
@@ -186,12 +187,6 @@ async def _remembered(searches: Searches | None, key: Hashable, entry: Entry,
         if searches is not None:
             searches.put(key, found, _size(found))
     return found
-
-
-def _shape(access: Access) -> Hashable:
-    """All of an `Access` that what a search finds and shows depends on, its stream aside
-    (one copy is of one stream)."""
-    return (access.fields, access.time_field, access.since, access.until, access.resources)
 
 
 def _size(found: list[Found]) -> int:

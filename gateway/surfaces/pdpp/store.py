@@ -36,7 +36,7 @@ from gateway.errors import GatewayError
 from gateway.index.base import SearchIndex
 from gateway.observability import INDEX_REFRESHES
 from gateway.surfaces.pdpp.config import SearchIndexSettings
-from gateway.surfaces.pdpp.indexing import drop_index, indexed, open_index, version
+from gateway.surfaces.pdpp.indexing import drop_index, indexed, open_index, restored, version
 from gateway.surfaces.pdpp.records import sort_records
 from gateway.surfaces.pdpp.streams import CompiledStream, Record, Snapshot
 from gateway.surfaces.pdpp.threads import in_background, in_thread
@@ -220,7 +220,7 @@ def _from_index(index: SearchIndex, follower: bool = False) -> Entry | None:
     stats = index.stats()
     if stats.built_at is None or (stats.state == "building" and not follower):
         return None
-    records = [Record(key, data) for key, data in index.records()]
+    records = [restored(key, data) for key, data in index.records()]
     age = max(0.0, time.time() - datetime.fromisoformat(stats.built_at).timestamp())
     snapshot = Snapshot(records, stats.built_at, stats.truncated)
     return Entry(snapshot, index, time.monotonic() - age)

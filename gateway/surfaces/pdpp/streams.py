@@ -1,5 +1,7 @@
 """Streams compiled from config: their schema and declarations, and how records are read
-from the legacy API (paged list calls, fields mapped with JMESPath)."""
+from the legacy API (paged list calls, fields mapped with JMESPath, and each record's
+visibility). A stream is a resource the policy engine decides on (gateway.policy.engine.
+Resource): who sees its records of each visibility is the `record_visibility` rules' to say."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from gateway.surfaces.pdpp.conform import FieldRule, Tally, compile_rule, confor
 from gateway.surfaces.pdpp.threads import over_records
 
 SCALARS = frozenset({"string", "integer", "number", "boolean"})
+MAX_VISIBILITY = 256  # the longest visibility value a record carries (longer: it has none)
 SUBJECT = "the caller's subject (the token's `sub`, or the API key's `subject`)"
 
 
@@ -104,11 +107,13 @@ class ReadPage(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One record as read from the upstream: every mapped field. What a caller is shown of it
-    is `Access.view(record)` (projection.py), never this."""
+    """One record as read from the upstream: every mapped field, and the visibility its item
+    carries (`record_visibility`; never a field). What a caller is shown of it is
+    `Access.view(record)` (projection.py), never this."""
 
     key: str
     data: Mapping[str, Any]
+    visibility: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +127,34 @@ class CompiledStream:
     lexical_fields: tuple[str, ...]  # declared and a top-level string of the schema
     semantic_fields: tuple[str, ...]
     required: frozenset[str]  # the schema-required fields (asked of on every request)
+    visibility_path: Expression | None = None  # where an item's visibility is
 
     @property
     def connector_id(self) -> str:
         return self.settings.connector_id
+
+    # As a resource the policy engine decides on (gateway.policy.engine.Resource): read by
+    # the tokens whose grant covers it (never public, no scope of its own), without stored
+    # vectors; its records carry their own visibility when `record_visibility` is set.
+    @property
+    def public(self) -> bool:
+        return False
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        return frozenset()
+
+    @property
+    def returns_vectors(self) -> bool:
+        return False
+
+    @property
+    def visibility(self) -> str:
+        return self.settings.visibility
+
+    @property
+    def records_carry_visibility(self) -> bool:
+        return self.visibility_path is not None
 
     @property
     def per_subject(self) -> bool:
@@ -163,7 +192,15 @@ class CompiledStream:
         key = data.get(self.settings.primary_key)
         if key is None or isinstance(key, bool | dict | list):
             return None
-        return Record(str(key), data)
+        return Record(str(key), data, self._visibility(item))
+
+    def _visibility(self, item: Any) -> str | None:
+        """The visibility `item` carries, when the stream reads one (`visibility_of` says
+        what a record without one has)."""
+        if self.visibility_path is None:
+            return None
+        value = self.visibility_path.search(item)
+        return value if isinstance(value, str) and len(value) <= MAX_VISIBILITY else None
 
 
 def searchable(stream: Stream, declared: list[str]) -> tuple[str, ...]:
@@ -186,14 +223,10 @@ def _compile(name: str, stream: Stream, upstreams: set[str]) -> CompiledStream:
     if stream.fields[stream.primary_key].nullable:
         raise MappingError(f"{where}.fields.{stream.primary_key}.nullable",
                            "the primary key cannot be nullable")
-    rules = []
-    for field, spec in stream.fields.items():
-        try:
-            path = Expression(jmespath.compile(spec.path))
-        except jmespath.exceptions.JMESPathError as exc:
-            raise MappingError(f"{where}.fields.{field}.path", f"invalid JMESPath: {exc}") from None
-        rules.append(compile_rule(field, spec, path,
-                                  required=spec.required or field == stream.primary_key))
+    rules = [compile_rule(field, spec, _path(spec.path, f"{where}.fields.{field}.path"),
+                          required=spec.required or field == stream.primary_key)
+             for field, spec in stream.fields.items()]
+    visibility = stream.record_visibility
     lexical = stream.search.lexical
     return CompiledStream(
         name, stream, tuple(rules),
@@ -205,7 +238,16 @@ def _compile(name: str, stream: Stream, upstreams: set[str]) -> CompiledStream:
         searchable(stream, stream.search.lexical_fields),
         searchable(stream, stream.search.semantic_fields),
         frozenset(n for n, spec in stream.fields.items() if spec.required),
+        _path(visibility.path, f"{where}.record_visibility.path")
+        if visibility is not None else None,
     )
+
+
+def _path(text: str, where: str) -> Expression:
+    try:
+        return Expression(jmespath.compile(text))
+    except jmespath.exceptions.JMESPathError as exc:
+        raise MappingError(where, f"invalid JMESPath: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
