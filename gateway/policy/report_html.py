@@ -150,5 +150,5 @@ def _code(text: str) -> str:
 
 
 def _slug(text: str) -> str:
-    """An HTML id from a surface label ("aidre, pdpp" -> "aidre-pdpp")."""
+    """An HTML id from a surface label ("one, two" -> "one-two")."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
