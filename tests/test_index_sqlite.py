@@ -417,3 +417,31 @@ def test_another_process_reads_whole_indexes_while_one_replaces(tmp_path: Path) 
     assert summary["bad"] == [] and summary["reads"] >= 20
     assert summary["seen"] == ["a", "b"]  # it read both while they alternated
     index.close()
+
+
+def test_close_waits_for_a_transaction_under_way_and_refuses_new_ones(tmp_path: Path) -> None:
+    """A connection closed under another thread's statement crashes the process (SIGSEGV in
+    sqlite3): a shutdown during a refresh's write must wait for it."""
+    index = SqliteIndex(tmp_path / "i.db", fields=["title"], max_bytes=10_000_000)
+    index.replace([record("a", "alpha")], truncated=False)
+    inside, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with index._transaction("BEGIN IMMEDIATE") as conn:
+            inside.set()
+            release.wait(30)
+            conn.execute("UPDATE meta SET value = 'x' WHERE name = 'built_at'")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert inside.wait(30)
+    closing = threading.Thread(target=index.close)
+    closing.start()
+    closing.join(0.2)
+    assert closing.is_alive()  # still waiting: the writer holds its connection
+    release.set()
+    thread.join(30)
+    closing.join(30)
+    assert not closing.is_alive() and not thread.is_alive()
+    with pytest.raises(RuntimeError, match="closed"):
+        index.stats()

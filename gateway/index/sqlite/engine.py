@@ -25,6 +25,9 @@ from gateway.index.base import FieldScores, IndexedRecord, IndexState, IndexStat
 from gateway.index.sqlite import lexical, schema, vectors, writes
 from gateway.index.sqlite.vectors import VectorKind
 
+# How long `close` waits for a transaction under way (a refresh's write) to end.
+CLOSE_WAIT_SECONDS = 30.0
+
 
 class SqliteIndex:
     """A `SearchIndex` in the SQLite file at `path` (made when absent), holding the texts of
@@ -38,6 +41,8 @@ class SqliteIndex:
         self._columns = {field: number for number, field in enumerate(self.fields)}
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when a transaction ends
+        self._busy = 0  # transactions under way, in any thread
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
         # for the index's metadata: vectors scored by "sqlite-vec" (this sqlite3 loads it) or
@@ -60,15 +65,25 @@ class SqliteIndex:
 
     @contextmanager
     def _transaction(self, kind: str) -> Iterator[sqlite3.Connection]:
-        """`BEGIN IMMEDIATE` (a write) or `BEGIN` (reads that see one state of the file)."""
-        conn = self._connection()
-        conn.execute(kind)
+        """`BEGIN IMMEDIATE` (a write) or `BEGIN` (reads that see one state of the file),
+        counted, so `close` waits for it rather than closing its connection under it."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"index {self.path} is closed")
+            self._busy += 1
         try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+            conn = self._connection()
+            conn.execute(kind)
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._idle.notify_all()
 
     # Writes
 
@@ -180,10 +195,14 @@ class SqliteIndex:
     def _meta(conn: sqlite3.Connection) -> dict[str, str]:
         return dict(conn.execute("SELECT name, value FROM meta").fetchall())
 
-    def close(self) -> None:
-        """Close every thread's connection; the index is not used after."""
+    def close(self, wait: float = CLOSE_WAIT_SECONDS) -> None:
+        """Close every thread's connection once the transactions under way have ended (a
+        connection closed under another thread's statement crashes the process); new ones are
+        refused. Past `wait` seconds the connections are left open, never closed under use."""
         with self._lock:
             self._closed = True
+            if not self._idle.wait_for(lambda: self._busy == 0, wait):
+                return
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
