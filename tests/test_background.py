@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -151,11 +152,12 @@ async def test_a_streams_refresh_runs_at_the_lower_priority_its_first_read_and_s
         await get("/v1/search?q=refund")
         await asyncio.sleep(1.1)
         await get("/v1/streams/messages/records?limit=5")  # starts a refresh behind it
-        for _ in range(100):
-            if "refresh" in seen:
-                break
+        low = expected_background_nice()
+        # Waited for until done, however busy the machine: the refresh, and its build.
+        deadline = time.monotonic() + 120
+        while "refresh" not in seen or ("aigw-pdpp-index", low) not in seen.get("build", ()):
+            assert time.monotonic() < deadline, f"the refresh never built: {seen}"
             await asyncio.sleep(0.05)
-    low = expected_background_nice()
     # indexed() runs twice in a refresh too: the build, then the records it changes
     # the first build is waited for (normal priority), the refresh's is not (lower)
     assert seen["build"] == {("aigw-pdpp", normal), ("aigw-pdpp-index", low)}
