@@ -246,3 +246,24 @@ def test_a_surface_judges_its_records_by_the_engines_visibilities():
     assert [visibility_of(Stream(), v) for v in ("internal", None, 3)] == ["internal", None, None]
     Stream.records_carry_visibility = False
     assert visibility_of(Stream(), None) == "public"
+
+
+def test_lint_warns_on_a_deny_for_everyone_over_public_routes_and_not_on_a_narrow_one():
+    from gateway.loader import load_config
+    from gateway.policy.lint import lint
+
+    settings = load_config("config/demo.yaml", env={}).settings
+    raw = ({"id": "health", "kind": "route", "path": "/api/v1/health", "public": True,
+            "methods": ["GET"]},
+           {"id": "close-api", "kind": "route", "path": "/api", "effect": "deny"},
+           {"id": "close-for-bot", "kind": "route", "path": "/api", "effect": "deny",
+            "when": {"clients": ["bot"]}},
+           {"id": "close-posts", "kind": "route", "path": "/api/v1", "effect": "deny",
+            "methods": ["POST"]})
+    rules = bundle(*raw)
+    rules = PolicyBundle(rules.rules, rules.kinds, files={r["id"]: "routes" for r in raw})
+    wide = [f for f in lint(rules, settings) if "where public rules live" in f.message]
+    assert [(f.level, f.rule) for f in wide] == [("warning", "close-api")]
+    assert "health" in wide[0].message
+    health = Ask("route", "/api/v1/health", Principal(), {"method": "GET"})
+    assert (rules.decide(health).effect, rules.decide(health).rule) == ("deny", "close-api")
