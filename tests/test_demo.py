@@ -43,7 +43,11 @@ def demo(tmp_path: Path):
          "--issuer-port", str(free_port()), "--config", str(checkout / "config" / "demo.yaml")],
         cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
     )
-    wait_for_http(f"http://127.0.0.1:{admin}/readyz", process=process)
+    try:  # a busy machine may take a while to start it; one that never starts is not left
+        wait_for_http(f"http://127.0.0.1:{admin}/readyz", timeout=60, process=process)
+    except BaseException:
+        process.kill()
+        raise
     yield process, tmp_path / "demo.out", env
     if process.poll() is None:
         process.kill()

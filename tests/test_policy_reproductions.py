@@ -74,7 +74,11 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
          "--port", str(port), "--admin-port", str(admin), "--issuer-port", str(issuer),
          "--config", str(config_path)],
         cwd=ROOT, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=out, stderr=subprocess.STDOUT)
-    wait_for_http(f"http://127.0.0.1:{admin}/readyz", timeout=60, process=process)
+    try:
+        wait_for_http(f"http://127.0.0.1:{admin}/readyz", timeout=60, process=process)
+    except BaseException:  # never left running
+        process.kill()
+        raise
     with pytest.MonkeyPatch.context() as patch:  # the issuer's URL names its port
         patch.setenv("AIGW_ISSUER_PORT", str(issuer))
         settings, key = load_issuer(str(config_path))
