@@ -4,6 +4,7 @@ public traffic."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 
@@ -80,10 +81,15 @@ def create_admin_app(runtime: Runtime) -> Starlette:
             return JSONResponse({"error": "no_policies"}, status_code=404)
         headers = {"cache-control": "no-store", "x-aigw-policy-revision": bundle.revision}
         about = facts(generation.loaded, policies_folder(generation.loaded))
+        # Every cell is a decision: hundreds of them, in a worker thread (the loop serves
+        # traffic), by a copy of the bundle whose memo no request shares.
+        own = dataclasses.replace(bundle)
         if request.query_params.get("format") == "markdown":
-            return PlainTextResponse(markdown_report(bundle, settings, about), headers=headers,
+            text = await asyncio.to_thread(markdown_report, own, settings, about)
+            return PlainTextResponse(text, headers=headers,
                                      media_type="text/markdown; charset=utf-8")
-        return HTMLResponse(html_report(bundle, settings, about), headers=headers)
+        page = await asyncio.to_thread(html_report, own, settings, about)
+        return HTMLResponse(page, headers=headers)
 
     return Starlette(routes=[
         Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics),

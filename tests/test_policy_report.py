@@ -380,3 +380,29 @@ def _unfilter(kind: int, line: bytearray, previous: bytearray, bpp: int) -> None
             pa, pb, pc = abs(estimate - left), abs(estimate - up), abs(estimate - corner)
             best = left if pa <= pb and pa <= pc else up if pb <= pc else corner
             line[i] = (line[i] + best) & 0xFF
+
+
+def test_the_admin_page_is_rendered_off_the_event_loop(admin, monkeypatch: pytest.MonkeyPatch):
+    """Hundreds of decisions per page: never on the loop that serves the gateway's traffic."""
+    import asyncio
+
+    from gateway import admin as admin_module
+
+    on_loop: list[bool] = []
+
+    def watched(render):
+        def run(*args):
+            try:
+                asyncio.get_running_loop()
+                on_loop.append(True)
+            except RuntimeError:
+                on_loop.append(False)
+            return render(*args)
+        return run
+
+    monkeypatch.setattr(admin_module, "html_report", watched(admin_module.html_report))
+    monkeypatch.setattr(admin_module, "markdown_report", watched(admin_module.markdown_report))
+    assert httpx.get(admin.admin_url + "/policy").status_code == 200
+    assert httpx.get(admin.admin_url + "/policy", params={"format": "markdown"}).status_code \
+        == 200
+    assert on_loop == [False, False]
