@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
 import secrets
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -102,3 +106,20 @@ class FakeIdp:
 
     def stats(self) -> dict[str, int]:
         return httpx.get(self.url + "/admin/stats").json()
+
+
+@contextlib.contextmanager
+def running_idp(logs: Path) -> Iterator[FakeIdp]:
+    """tests/fake_idp.py on a free loopback port (introspection client gw / gw-secret),
+    answering; stopped afterwards."""
+    from processes import ROOT, Process, free_port, wait_for_http
+
+    port = free_port()
+    process = Process([sys.executable, str(ROOT / "tests" / "fake_idp.py"), str(port), "gw",
+                       "gw-secret"], logs, "idp")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(url + "/admin/stats", process=process.popen)
+        yield FakeIdp(url)
+    finally:
+        process.stop()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,10 +20,11 @@ from idp_helpers import (
     FakeIdp,
     SigningKey,
     hs256_with_public_key,
+    running_idp,
     unsigned_token,
 )
 from inprocess import InProcessGateway
-from processes import ROOT, Gateway, Process, free_port, wait_for_http
+from processes import Gateway
 
 RESOURCE = "https://api.example.com"
 METADATA = f"{RESOURCE}/.well-known/oauth-protected-resource"
@@ -35,13 +35,8 @@ K2 = SigningKey.ec("k2")
 
 @pytest.fixture(scope="module")
 def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeIdp]:
-    port = free_port()
-    process = Process([sys.executable, str(ROOT / "tests" / "fake_idp.py"), str(port), "gw",
-                       "gw-secret"], Path(tmp_path_factory.mktemp("idp")), "idp")
-    url = f"http://127.0.0.1:{port}"
-    wait_for_http(url + "/admin/stats", process=process.popen)
-    yield FakeIdp(url)
-    process.stop()
+    with running_idp(tmp_path_factory.mktemp("idp")) as started:
+        yield started
 
 
 def auth_config(idp: FakeIdp, echo: str, **auth_overrides: object) -> dict:

@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from idp_helpers import AUDIENCE, ISSUER, FakeIdp, SigningKey
-from processes import ROOT, Gateway, Process, free_port, wait_for_http
+from idp_helpers import AUDIENCE, ISSUER, FakeIdp, SigningKey, running_idp
+from processes import ROOT, Gateway
 
 from gateway.loader import load_config
 from gateway.model import Principal, TokenKind
@@ -111,15 +111,9 @@ def extra_denies(rng: random.Random, start: int) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeIdp]:
-    port = free_port()
-    process = Process([sys.executable, str(ROOT / "tests" / "fake_idp.py"), str(port), "gw",
-                       "gw-secret"], Path(tmp_path_factory.mktemp("idp")), "idp")
-    url = f"http://127.0.0.1:{port}"
-    wait_for_http(url + "/admin/stats", process=process.popen)
-    idp = FakeIdp(url)
-    idp.publish(KEY)
-    yield idp
-    process.stop()
+    with running_idp(tmp_path_factory.mktemp("idp")) as started:
+        started.publish(KEY)
+        yield started
 
 
 def gateway_config(idp: FakeIdp, echo: str, workdir: Path, default_access: str) -> dict:
