@@ -53,6 +53,8 @@ AIP_SECRET = REPO / ".aigw" / "demo-aip-platform.secret"  # made on the demo's f
 OPENAPI = "/.well-known/aigw/openapi.json"
 LAG = "aigw_event_loop_lag_seconds"
 MAX_LAG_P99 = 0.050
+PDPP_GRANT = [{"type": "pdpp_grant", "streams": [
+    {"name": "messages", "fields": ["id", "subject", "body", "sent_at"]}]}]
 PRIVATE = {"description": "Staff-only escalation notes (fuzz).", "visibility": "private",
            "scopes": ["staff:read"]}
 
@@ -159,8 +161,19 @@ def callers(config: Path) -> list[Caller]:
         return Caller(name, {"Authorization": f"Bearer {token}"}, name,
                       frozenset({"messages:read"}), refused_grant=True)
 
+    def pdpp(name: str, kind: str, grant: list[dict] | None) -> Caller:
+        claims = token_claims(issuer=issuer.url, audience=issuer.audience, subject="u-001",
+                              client_id=name, scopes=["messages:read"], kind=kind, grant=None,
+                              ttl=3600)
+        if grant is not None:
+            claims["authorization_details"] = grant
+        return Caller(name, {"Authorization": f"Bearer {sign_claims(key, claims)}"}, "u-001",
+                      frozenset({"messages:read"}))
+
     return [
         Caller("anonymous", {}),
+        pdpp("pdpp-owner", "owner", None),
+        pdpp("pdpp-client", "client", PDPP_GRANT),
         Caller("bad-token", {"Authorization": "Bearer not-a-token"}),
         Caller("api-key", {"X-API-Key": "demo-legacy-key"}, "legacy-reporting",
                frozenset({"articles:read"})),
