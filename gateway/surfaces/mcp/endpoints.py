@@ -28,7 +28,9 @@ from gateway.surfaces.mcp.render import render_error
 from gateway.surfaces.mcp.server import McpEndpoint
 from gateway.surfaces.mcp.tools import McpTool
 
-_METHODS = ["POST", "GET", "DELETE"]
+# Stateless, with nothing to push: no GET event stream, no session to DELETE (both 405, as
+# the streamable-HTTP transport allows), so no request outlives its answer.
+_METHODS = ["POST"]
 
 
 def listed_capabilities(context: MountContext) -> list[Capability]:
