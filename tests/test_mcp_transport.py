@@ -1,5 +1,7 @@
 """The MCP endpoints' HTTP transport on a real gateway process: no event stream is ever held
-open (the endpoints are stateless and push nothing, so `GET` is 405)."""
+open (the endpoints are stateless and push nothing, so `GET` is 405), and the transport's own
+refusals (Host, Origin, Content-Type, body size) come in the endpoints' JSON-RPC error dialect
+with a request id, never as plain text."""
 
 from __future__ import annotations
 
@@ -159,3 +161,44 @@ def test_a_post_is_never_answered_with_a_stream(gateway):
             answer = client.post(gateway.url + "/mcp", json=body, headers=sent)
             assert answer.headers["content-type"].startswith("application/json"), answer.text
             assert "jsonrpc" in answer.json()
+
+
+@pytest.mark.parametrize(("headers", "status", "code"), [
+    ({"host": "evil.example"}, 421, "misdirected_request"),
+    ({"host": "evil.example:8080"}, 421, "misdirected_request"),
+    ({"origin": "http://evil.example"}, 403, "origin_not_allowed"),
+    ({"origin": "http://127.0.0.1:9"}, 403, "origin_not_allowed"),
+    ({"content-type": "text/plain"}, 415, "unsupported_media_type"),
+])
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/aidre"])
+def test_transport_refusals_are_in_the_mcp_dialect(gateway, path, headers, status, code):
+    sent = {**POST_HEADERS, **bearer(token()), **headers}
+    answer = httpx.post(gateway.url + path, content=b'{"jsonrpc": "2.0", "id": 1, '
+                        b'"method": "tools/list"}', headers=sent)
+    assert_mcp_error(answer, status, code)
+
+
+def test_an_oversized_body_is_413_in_the_mcp_dialect(gateway):
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "' + \
+        b"a" * (2 * 1024 * 1024) + b'"}}'
+    for chunked in (False, True):
+        content: Any = body if not chunked else iter([body[:1000], body[1000:]])
+        answer = httpx.post(gateway.url + "/mcp", content=content,
+                            headers={**POST_HEADERS, **bearer(token())})
+        assert_mcp_error(answer, 413, "request_too_large")
+
+
+def test_allowed_hosts_and_origins_are_still_served(gateway):
+    port = gateway.port
+    for extra in ({}, {"origin": "http://127.0.0.1:8080"}, {"host": f"127.0.0.1:{port}"},
+                  {"host": "127.0.0.1:8080", "origin": "http://127.0.0.1:8080"}):
+        answer = httpx.post(gateway.url + "/mcp", json=LIST,
+                            headers={**POST_HEADERS, **bearer(token()), **extra})
+        assert answer.status_code == 200, (extra, answer.text)
+        assert "tools" in answer.json()["result"]
+
+
+def test_a_host_refusal_names_no_allowed_host(gateway):
+    answer = httpx.post(gateway.url + "/mcp", json=LIST,
+                        headers={**POST_HEADERS, **bearer(token()), "host": "evil.example"})
+    assert "127.0.0.1" not in answer.text
