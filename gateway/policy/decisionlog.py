@@ -23,6 +23,7 @@ import orjson
 
 from gateway.context import RequestContext
 from gateway.observability import POLICY_LOG_DROPPED
+from gateway.personal_data import SubjectRule
 from gateway.policy.decisions import log_record
 from gateway.settings import DecisionLog as Settings
 
@@ -32,8 +33,11 @@ _LINGER = 0.01  # seconds a batch waits for more lines after its first
 
 
 class DecisionLog:
-    def __init__(self, settings: Settings, base: Path = Path()) -> None:
+    def __init__(self, settings: Settings, base: Path = Path(),
+                 subjects: SubjectRule = "hash") -> None:
+        """`subjects` is the config's one rule for subjects in logs (`logging.subjects`)."""
         self.settings = settings
+        self.subjects = subjects
         self._path = base / settings.path if settings.path else None  # relative to the config
         self._lines: list[bytes] = []  # waiting for the writer; at most settings.queue_size
         self._writer: asyncio.Task[None] | None = None
@@ -46,7 +50,7 @@ class DecisionLog:
         if len(self._lines) >= self.settings.queue_size:
             POLICY_LOG_DROPPED.labels("queue_full").inc()
             return
-        self._lines.append(orjson.dumps(log_record(ctx, revision, self.settings.subjects)))
+        self._lines.append(orjson.dumps(log_record(ctx, revision, self.subjects)))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._drain())
 
