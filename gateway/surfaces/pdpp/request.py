@@ -120,8 +120,8 @@ def search_terms(q: str) -> list[str]:
 
 
 def _too_large(error: QueryTooLarge) -> GatewayError:
-    code = "query_too_long" if error.bound == "chars" else "too_many_query_terms"
-    return invalid(f"q has more than {error.limit} {error.what}.", "q", code)
+    return invalid(f"q has more than {error.limit} {error.what}.", "q",
+                   "query_too_long" if error.bound == "chars" else "too_many_query_terms")
 
 
 def order(params: Params) -> str:
