@@ -25,6 +25,7 @@ from gateway.context import RequestContext
 from gateway.observability import POLICY_LOG_DROPPED
 from gateway.personal_data import SubjectRule
 from gateway.policy.decisions import log_record
+from gateway.private_files import open_private, private_folder
 from gateway.settings import DecisionLog as Settings
 
 log = logging.getLogger("aigw.policy")
@@ -109,8 +110,9 @@ def _emit(stream: TextIO, lines: list[bytes]) -> None:
 
 
 def _append(path: Path, lines: list[bytes]) -> None:
-    """Append to `path`; a folder or file made here is its owner's alone (0700, 0600)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    """Append to `path`; a folder or file made here is its owner's alone (0700, 0600), one
+    that exists keeps its mode (an operator's choice, for a log shipper)."""
+    private_folder(path.parent, own=False)
+    descriptor = open_private(path, os.O_WRONLY | os.O_APPEND, own=False)
     with os.fdopen(descriptor, "ab") as file:
         file.write(b"\n".join(lines) + b"\n")
