@@ -99,7 +99,8 @@ class GatewayApp:
                 elapsed = observability.observe(ctx)
                 self.runtime.decision_log.submit(ctx, generation.revision)
                 if generation.settings.logging.access_log:
-                    observability.write_access_log(ctx, elapsed)
+                    observability.write_access_log(ctx, elapsed,
+                                                   generation.settings.log_subjects)
                 if tracing.recording():
                     tracing.finish_request(*_span_end(ctx))
 

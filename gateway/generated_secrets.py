@@ -15,6 +15,8 @@ import os
 import secrets
 from pathlib import Path
 
+from gateway.private_files import open_private, private_folder, tighten
+
 
 def generated(form: str, path: Path) -> str:
     """The secret kept at `path` (or, for `generated_secret_file`, the path), created first
@@ -22,6 +24,7 @@ def generated(form: str, path: Path) -> str:
     path = path.resolve()
     if not path.exists():
         create_once(path, secrets.token_hex(32) + "\n")
+    tighten(path)  # as an older version may have left it
     if form == "generated_secret_file":
         return str(path)  # read by the setting that names it
     secret = path.read_text(encoding="utf-8").strip()
@@ -31,14 +34,15 @@ def generated(form: str, path: Path) -> str:
 
 
 def create_once(path: Path, text: str) -> None:
-    """Write `text` to a new file at `path`, readable by its owner only, unless one exists.
+    """Write `text` to a new file at `path`, readable by its owner only (in a folder made
+    0700 when missing), unless one exists.
 
     The file appears whole (written aside, then linked into place) and an existing one is
     never replaced, so processes racing to create it all end up reading the same content.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(path.parent, own=False)  # a config's own folder keeps its mode
     staging = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
-    descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    descriptor = open_private(staging, os.O_WRONLY | os.O_EXCL)
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as file:
             file.write(text)

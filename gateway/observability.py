@@ -1,6 +1,7 @@
 """Prometheus metrics, the JSON access log and the gateway's own structured log lines.
 
-Access-log lines carry no query string, header, token or body: only what is safe to keep.
+Access-log lines carry no query string, header, token or body: only what is safe to keep,
+and the caller's subject as the one rule for logs says (gateway.personal_data).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from gateway import tracing
 from gateway.context import RequestContext
+from gateway.personal_data import SubjectRule, logged_subject
 
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -190,7 +192,8 @@ async def measure_event_loop_lag(interval: float = 0.1) -> None:
         EVENT_LOOP_LAG.observe(max(0.0, loop.time() - due))
 
 
-def access_record(ctx: RequestContext, elapsed: float) -> dict[str, Any]:
+def access_record(ctx: RequestContext, elapsed: float, subjects: SubjectRule) -> dict[str, Any]:
+    """The access-log line of a request; its subject as `logging.subjects` says."""
     record: dict[str, Any] = {
         "ts": time.time(), "type": "access", "request_id": ctx.request_id,
         "method": ctx.method, "path": ctx.path, "status": ctx.status, "client": ctx.client,
@@ -208,13 +211,15 @@ def access_record(ctx: RequestContext, elapsed: float) -> dict[str, Any]:
     if ids is not None:
         record["trace_id"], record["span_id"] = ids
     if not ctx.principal.is_anonymous:
-        record["subject"] = ctx.principal.subject
+        subject = logged_subject(ctx.principal.subject, subjects)
+        if subject is not None:
+            record["subject"] = subject
         record["client_id"] = ctx.principal.client_id
     return record
 
 
-def write_access_log(ctx: RequestContext, elapsed: float) -> None:
-    sys.stdout.buffer.write(orjson.dumps(access_record(ctx, elapsed)) + b"\n")
+def write_access_log(ctx: RequestContext, elapsed: float, subjects: SubjectRule) -> None:
+    sys.stdout.buffer.write(orjson.dumps(access_record(ctx, elapsed, subjects)) + b"\n")
     sys.stdout.flush()
 
 

@@ -135,7 +135,8 @@ class Runtime:
     def swap(self, loaded: LoadedConfig) -> Generation:
         old = self.current
         new = Generation(old.number + 1, loaded, self.shared.lease(), self._connect)
-        if loaded.settings.decision_log != old.settings.decision_log:
+        if (loaded.settings.decision_log, loaded.settings.log_subjects) \
+                != (old.settings.decision_log, old.settings.log_subjects):
             self._close_later(self.decision_log)
             self.decision_log = _decision_log(loaded)
         self.current = new
@@ -173,7 +174,8 @@ def _network_transport(name: str, upstream: Upstream) -> Transport:
 
 
 def _decision_log(loaded: LoadedConfig) -> DecisionLog:
-    return DecisionLog(loaded.settings.decision_log, loaded.path.parent)
+    return DecisionLog(loaded.settings.decision_log, loaded.path.parent,
+                       loaded.settings.log_subjects)
 
 
 def _show_revision(generation: Generation) -> None:

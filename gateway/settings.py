@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from gateway.auth.config import Auth, Demo, HeaderName
+from gateway.personal_data import SubjectRule
 from gateway.ratelimit.config import RateLimits
 from gateway.service import Service
 from gateway.strict import Strict
@@ -205,6 +206,12 @@ class Logging(Strict):
         description="Write one JSON line per request on stdout (no query string, headers or "
         "bodies).",
     )
+    subjects: SubjectRule = Field(
+        "hash",
+        description="How a caller's subject (who the token or key speaks for) appears in every "
+        "log the gateway writes, the access log and the decision log alike: `hash` (`sha256:` "
+        "and 32 hex digits of its SHA-256), `clear` (as is) or `omit` (left out).",
+    )
 
 
 class Tracing(Strict):
@@ -292,9 +299,10 @@ class DecisionLog(Strict):
     sample: Annotated[float, Field(ge=0, le=1)] = Field(
         1.0, description="Share of all-allow requests logged; denials and shadow rules that "
                          "would have decided otherwise are always logged.")
-    subjects: Literal["hash", "clear", "omit"] = Field(
-        "hash", description="How the principal's subject appears: a SHA-256 prefix, as is, or "
-                            "not at all.")
+    subjects: SubjectRule | None = Field(
+        None, description="Deprecated: set `logging.subjects`, which applies to every log. "
+                          "Where only this is set, it is read as `logging.subjects`.",
+        json_schema_extra={"deprecated": True})
     queue_size: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
         10_000, description="Lines waiting for the sink; past it lines are dropped and counted "
                             "(aigw_policy_decision_log_dropped_total), never waited for.")
@@ -396,3 +404,21 @@ class Settings(Strict):
         None,
         description="The demo's token issuer (`aigw demo`, `aigw token`).",
     )
+
+    @model_validator(mode="after")
+    def _one_rule_for_subjects(self) -> Settings:
+        old = self.decision_log.subjects
+        if old is not None and "subjects" in self.logging.model_fields_set \
+                and old != self.logging.subjects:
+            raise ValueError("decision_log.subjects (deprecated) and logging.subjects differ: "
+                             "set logging.subjects only, it applies to every log")
+        return self
+
+    @property
+    def log_subjects(self) -> SubjectRule:
+        """How every log shows a subject: `logging.subjects`, or the deprecated
+        `decision_log.subjects` where only that is set."""
+        old = self.decision_log.subjects
+        if old is None or "subjects" in self.logging.model_fields_set:
+            return self.logging.subjects
+        return old

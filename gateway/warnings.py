@@ -32,6 +32,10 @@ def core_warnings(settings: Settings) -> list[Problem]:
                       f"expected an https:// URL, got {url!r}: discovery documents and the "
                       "URLs they give must be served over HTTPS"))
     found.extend(self_declared_key_warnings(settings.rate_limits))
+    if settings.decision_log.subjects is not None:
+        found.append(("decision_log.subjects",
+                      "deprecated: set logging.subjects, one rule for the subject in every log "
+                      f"(read as logging.subjects: {settings.log_subjects})"))
     return found + public_rule_warnings(settings) + mapped_url_warnings(settings)
 
 

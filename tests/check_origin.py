@@ -8,6 +8,7 @@ an MCP endpoint (the official SDK's server, behind a bearer token) and an A2A ca
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import jsonschema
@@ -15,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from processes import ROOT
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 TOKEN = "fixture-token"
@@ -26,6 +27,7 @@ DOCS = [{"id": f"docs:{n}", "text": f"Help article {n}"} for n in range(1, 4)]
 RECORDS = [{"object": "record", "id": f"n{n}", "stream": "notes", "data": {"id": f"n{n}"},
             "emitted_at": "2026-01-01T00:00:00Z"} for n in range(1, 4)]
 RECORD_PARAMETERS = ("limit", "cursor", "order", "fields", "changes_since")
+HUGE = 1 << 30
 REQUEST_SCHEMA = json.loads((ROOT / "gateway/schemas/aip/retrieve-request.schema.json")
                             .read_text())
 # Each breaks one MUST (the rule id the checker must name); `no_cors` breaks SHOULDs only.
@@ -41,6 +43,7 @@ BROKEN = {
     "pdpp_no_envelope": "pdpp.streams.list",
     "pdpp_unknown_parameter": "pdpp.records.unknown_parameter",
     "mcp_no_metadata_link": "mcp.auth.challenge",
+    "mcp_huge_answer": "mcp.initialize",  # a 1 GiB JSON answer: the checker stops at 2 MiB
     "a2a_card_invalid": "a2a.card.parses",
 }
 
@@ -74,7 +77,20 @@ class _McpAuth:
                 await JSONResponse({"error": "unauthorized"}, 401,
                                    {"WWW-Authenticate": challenge})(scope, receive, send)
                 return
+            if self.broken == "mcp_huge_answer" and scope["method"] == "POST":
+                await StreamingResponse(_huge_json(), media_type="application/json")(
+                    scope, receive, send)
+                return
         await self.app(scope, receive, send)
+
+
+async def _huge_json() -> AsyncIterator[bytes]:
+    """A JSON-RPC answer of 1 GiB, made as it is sent."""
+    yield b'{"jsonrpc": "2.0", "id": 1, "result": {"padding": "'
+    chunk = b"x" * 65536
+    for _ in range(HUGE // len(chunk)):
+        yield chunk
+    yield b'"}}'
 
 
 def _base(request: Request) -> str:

@@ -21,9 +21,15 @@ from a2a.client import (
     create_client,
 )
 from a2a.helpers import get_data_parts, new_data_part, new_text_part
-from a2a.types import AgentCard, GetTaskRequest, Message, Role, SendMessageRequest
-from a2a.utils.errors import InternalError, InvalidParamsError, TaskNotFoundError
+from a2a.types import AgentCard, GetTaskRequest, Message, Part, Role, SendMessageRequest
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    InternalError,
+    InvalidParamsError,
+    TaskNotFoundError,
+)
 from a2a_cards import assert_valid_a2a_card
+from aidip_config import agent as agent_config
 from aidip_config import aidip_gateway_config
 from google.protobuf.struct_pb2 import Struct
 from idp_helpers import AUDIENCE, ISSUER, FakeIdp, SigningKey
@@ -55,6 +61,19 @@ def gateway(backend: str, echo: str, idp, tmp_path_factory) -> Iterator[Gateway]
     config["auth"]["routes"] = [{"path": p, "scopes": [SCOPE]}
                                 for p in ("/agents/classifier/a2a", "/agents/classifier/invoke")]
     config["proxy"] = {"max_body_bytes": 64 * 1024}
+    config["aidip"]["agents"] |= {
+        # two required strings: a text part fills neither
+        "pairer": agent_config("Pairer", "Joins two strings.", ["testing"], [{
+            "name": "pair", "description": "Pair.", "upstream": "echo", "path": "/echo/pair",
+            "inputs": {"type": "object", "required": ["left", "right"], "properties": {
+                "left": {"type": "string"}, "right": {"type": "string"}}},
+            "outputs": {"type": "object"}}]),
+        # nothing required: the config names the field text fills
+        "asker": agent_config("Asker", "Answers a question.", ["testing"], [{
+            "name": "ask", "description": "Ask.", "upstream": "echo", "path": "/echo/ask",
+            "inputs": {"type": "object", "properties": {
+                "question": {"type": "string"}, "limit": {"type": "integer"}}},
+            "outputs": {"type": "object"}, "text_input": "question"}])}
     started = Gateway(config, tmp_path_factory.mktemp("a2a"), public=True)
     yield started
     started.stop()
@@ -196,9 +215,8 @@ async def test_an_invalid_input_is_invalid_params_naming_the_field(gateway, idp)
         assert isinstance(error, InvalidParamsError)
         assert error.data["code"] == "InvalidInput" and error.data["request_id"]
         assert {"field": "text", "message": "required field is missing"} in error.data["errors"]
-        not_data = await refused(client, message(new_text_part("classify this")))
-        assert isinstance(not_data, InvalidParamsError)
-        assert not_data.data["code"] == "InvalidInput"
+        two = await refused(client, message(new_text_part("a"), new_text_part("b")))
+        assert isinstance(two, InvalidParamsError) and two.data["code"] == "InvalidInput"
     several = await card_of(gateway, "/agents/echoer/agent-card.json")
     async with await client_for(several) as client:  # which operation? the skill says
         unnamed = await refused(client, message(new_data_part({"text": "x"})))
@@ -207,6 +225,71 @@ async def test_an_invalid_input_is_invalid_params_naming_the_field(gateway, idp)
         named = await answer(client, message(new_data_part({"text": "x", "n": 5}), skill="echo"))
     sent = json.loads(named["body"])  # what the agent received
     assert sent == {"text": "x", "n": 5} and isinstance(sent["n"], int)  # not 5.0
+
+
+async def test_a_text_part_fills_the_one_required_string_field_or_the_one_configured(
+        gateway, idp):
+    """What most A2A clients send: Message(parts=[Part(text=...)])."""
+    card = await card_of(gateway, "/agents/classifier/agent-card.json")
+    async with await client_for(card, token(idp, SCOPE)) as client:
+        output = await answer(client, message(Part(text="I was charged twice")))
+    assert output["category"] == "billing"
+    echoer = await card_of(gateway, "/agents/echoer/agent-card.json")
+    asker = await card_of(gateway, "/agents/asker/agent-card.json")
+    async with await client_for(echoer) as client, await client_for(asker) as other:
+        echoed = await answer(client, message(new_text_part("hello there"), skill="echo"))
+        asked = await answer(other, message(new_text_part("Why?", media_type="text/plain")))
+    assert json.loads(echoed["body"]) == {"text": "hello there"}  # what the agent received
+    assert json.loads(asked["body"]) == {"question": "Why?"}
+    registry = await card_of(gateway)
+    async with await client_for(registry, token(idp, SCOPE)) as client:
+        found = await answer(client, message(new_text_part("support request")))
+        assert found[0]["id"] == "classifier"  # the registry's search: text is its query
+        invoked = await answer(client, message(new_text_part("I cannot log in"),
+                                               skill="classifier"))
+    assert invoked["category"] == "login"
+
+
+async def test_text_where_the_input_does_not_map_is_content_type_not_supported(gateway):
+    card = await card_of(gateway, "/agents/pairer/agent-card.json")
+    async with await client_for(card) as client:
+        error = await refused(client, message(new_text_part("left and right")))
+        assert isinstance(error, ContentTypeNotSupportedError)
+        assert error.data["code"] == "ContentTypeNotSupported" and error.data["request_id"]
+        assert "data part" in str(error)
+        joined = await answer(client, message(new_data_part({"left": "a", "right": "b"})))
+    assert json.loads(joined["body"]) == {"left": "a", "right": "b"}  # data parts still work
+    echoer = await card_of(gateway, "/agents/echoer/agent-card.json")
+    async with await client_for(echoer) as client:  # a file is no text, where text maps too
+        file = await refused(client, message(Part(url="https://x.test/a.pdf",
+                                                  media_type="application/pdf"), skill="echo"))
+        assert isinstance(file, ContentTypeNotSupportedError)
+    response = httpx.post(gateway.url + "/agents/pairer/a2a", headers={"a2a-version": "1.0"},
+                          json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+                              "message": {"messageId": "m", "role": "ROLE_USER",
+                                          "parts": [{"text": "x"}]}}})
+    assert response.json()["error"]["code"] == -32005
+    hidden = await card_of(gateway, "/agents/classifier/agent-card.json")
+    hidden.supported_interfaces[0].url = f"{gateway.url}/agents/partner-only/a2a"
+    async with await client_for(hidden) as client:  # not told whether it would take text
+        error = await refused(client, message(new_text_part("x")))
+    assert isinstance(error, TaskNotFoundError) and error.data["code"] == "NotFound"
+
+
+def test_the_cards_say_which_skills_take_text(gateway):
+    def modes(path: str) -> tuple[list[str], dict[str, list[str]]]:
+        card = httpx.get(path).json()
+        assert_valid_a2a_card(card)
+        return card["defaultInputModes"], {s["id"]: s["inputModes"] for s in card["skills"]}
+
+    both, data = ["application/json", "text/plain"], ["application/json"]
+    assert modes(gateway.url + "/agents/classifier/agent-card.json") == (both, {"classify": both})
+    assert modes(gateway.url + "/agents/asker/agent-card.json") == (both, {"ask": both})
+    assert modes(gateway.url + "/agents/pairer/agent-card.json") == (data, {"pair": data})
+    default, skills = modes(gateway.url + "/.well-known/agent-card.json")
+    assert default == data  # not every skill takes text
+    assert skills["agent-search"] == skills["classifier"] == both and skills["pairer"] == data
+    assert skills["echoer"] == data  # several operations: a call must name one, as data
 
 
 async def test_an_unknown_or_hidden_agent_is_not_found(gateway):

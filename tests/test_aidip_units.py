@@ -512,6 +512,49 @@ def test_inputs_a_configured_operation_can_send_load(tmp_path, method, path, inp
     assert load_config(file, env={}).settings is not None
 
 
+_STRING = {"type": "string"}
+
+
+@pytest.mark.parametrize(("inputs", "field"), [
+    ({"type": "object", "required": ["text"], "properties": {"text": _STRING}}, "text"),
+    ({"type": "object", "required": ["text"],
+      "properties": {"text": _STRING, "lang": _STRING}}, "text"),  # others optional
+    ({"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}, None),
+    ({"type": "object", "required": ["a", "b"], "properties": {"a": _STRING, "b": _STRING}},
+     None),
+    ({"type": "object", "properties": {"q": _STRING}}, None),  # nothing required
+    ({"type": "object", "required": ["text"]}, None),  # its type not said
+    ({"type": "array"}, None), ({"required": "text"}, None), ("junk", None),
+])
+def test_a_text_part_fills_the_one_required_string_property_only(inputs, field):
+    assert Operation("op", inputs, {}).text_field == field
+
+
+def test_the_configured_text_field_wins_and_must_fit_the_inputs(tmp_path):
+    import yaml
+    from aidip_config import aidip_gateway_config, echo_operation
+
+    from gateway.loader import ConfigError, load_config
+
+    inputs = {"type": "object", "properties": {"q": _STRING, "n": {"type": "integer"}}}
+    cases = [("q", inputs, None), ("n", inputs, "expected a string property of inputs"),
+             ("q", {**inputs, "required": ["n"]}, "inputs requires n too")]
+    for field, schema, says in cases:
+        config = aidip_gateway_config("http://127.0.0.1:1", "http://127.0.0.1:2")
+        config["aidip"]["agents"]["echoer"]["operations"] = [
+            echo_operation("echo", "/echo/run", inputs=schema, text_input=field)]
+        file = tmp_path / "gateway.yaml"
+        file.write_text(yaml.safe_dump(config))
+        if says is None:
+            agent = load_config(file, env={}).settings.aidip.agents["echoer"]  # type: ignore
+            assert agent.operations[0].text_input == field
+            continue
+        with pytest.raises(ConfigError) as caught:
+            load_config(file, env={})
+        [issue] = caught.value.issues
+        assert issue.path == "aidip.agents.echoer.operations[0]" and says in issue.message
+
+
 def _operation(method: str, path: str = "/find", url: str | None = None) -> Operation:
     return Operation("op", {"type": "object"}, {}, method=method, url=url,
                      upstream=None if url else "up", path=path)

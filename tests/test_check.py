@@ -13,17 +13,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+import zlib
+from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import httpx2
 import jsonschema
 import pytest
 from check_origin import API_KEY, BROKEN, TOKEN
 from processes import ROOT, Process, counting_http_server, free_port, wait_for_http
 
 from gateway.check import SPEC_KEYS, aip
-from gateway.check.http import MAX_BYTES
+from gateway.check.bounded import BoundedTransport, TooLarge
+from gateway.check.http import MAX_BYTES, new_client
 from gateway.check.runner import CHECKS
 from gateway.cli import main
 
@@ -225,6 +229,66 @@ def test_a_hostile_origin_gets_no_request_elsewhere_no_unbounded_read_no_endless
     assert f"body larger than {MAX_BYTES} bytes" in rules["aidre.discovery.version"]
     assert "no answer within 1 s" in rules["aip.policy.status"]
     assert code == 1
+
+
+def test_an_mcp_answer_of_a_gigabyte_is_read_to_the_bound_only(
+        origins: dict[str, str], tmp_path: Path):
+    """The MCP step reads through the SDK's client: its answers go through the same bound
+    as the checker's own, so 1 GiB of JSON ends the step at 2 MiB, with a clear failure, and
+    the process stays small (its peak resident size, from the kernel, once it has exited)."""
+    started = time.monotonic()
+    with (tmp_path / "out").open("w+") as out, (tmp_path / "err").open("w+") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "check", origins["mcp_huge_answer"], "--json",
+             "--only", "mcp", "--token", TOKEN, "--timeout", "20"],
+            cwd=ROOT, stdout=out, stderr=err)
+        code, peak_kib = _exit_and_peak(process, timeout=120)
+        out.seek(0), err.seek(0)
+        report, errors = json.loads(out.read()), err.read()
+    rules = {r["id"]: (r["result"], r["message"]) for s in report["specs"] for r in s["rules"]}
+    assert peak_kib < 300 * 1024, f"peak RSS {peak_kib // 1024} MiB"
+    assert rules["mcp.initialize"] == ("fail", "answer larger than 2 MiB"), errors[-2000:]
+    assert code == 1
+    assert time.monotonic() - started < 60  # the stream was not read to its end
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+async def test_the_bound_holds_after_decoding_and_a_small_answer_still_decodes(coding: str):
+    def packed(size: int) -> bytes:
+        packer = zlib.compressobj(wbits=31 if coding == "gzip" else 15)
+        return packer.compress(b"0" * size) + packer.flush()
+
+    bomb = packed(64 * MAX_BYTES)  # a few hundred KiB that decode to 128 MiB
+    assert len(bomb) < MAX_BYTES // 4
+    for body, expected in ((packed(1000), b"0" * 1000), (bomb, None)):
+        answer = httpx2.MockTransport(lambda _, body=body: httpx2.Response(
+            200, content=_streamed(body), headers={"Content-Encoding": coding}))
+        bound = BoundedTransport(answer)
+        async with new_client(5, transport=bound) as client:
+            if expected is not None:
+                assert (await client.get("http://origin.test/")).content == expected
+                continue
+            with pytest.raises(TooLarge):
+                await client.get("http://origin.test/")
+            assert bound.exceeded
+
+
+async def _streamed(body: bytes) -> AsyncIterator[bytes]:
+    for start in range(0, len(body), 65536):
+        yield body[start:start + 65536]
+
+
+def _exit_and_peak(process: subprocess.Popen, timeout: float) -> tuple[int, int]:
+    """(exit code, peak resident size in KiB) of a child, reaped with wait4, which alone
+    says how large that one child grew; killed if it runs past `timeout`."""
+    watchdog = threading.Timer(timeout, process.kill)
+    watchdog.start()
+    try:
+        _, status, usage = os.wait4(process.pid, 0)
+    finally:
+        watchdog.cancel()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, usage.ru_maxrss
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture):

@@ -191,6 +191,28 @@ def test_policy_files_are_loaded_and_their_errors_name_the_file(tmp_path: Path):
     assert load_config(path, env={}).policies == {"notes": {"description": "reviewed 2026-11"}}
 
 
+@pytest.mark.parametrize(("logging", "decision_log", "rule"), [
+    ("", "", "hash"), ("{subjects: omit}", "", "omit"), ("", "{subjects: clear}", "clear"),
+    ("{subjects: clear}", "{subjects: clear}", "clear")])
+def test_one_setting_rules_subjects_in_every_log_the_old_key_still_read(
+        tmp_path: Path, logging: str, decision_log: str, rule: str):
+    path = write(tmp_path, "upstreams: {a: {url: 'http://127.0.0.1:1'}}\n"
+                 + (f"logging: {logging}\n" if logging else "")
+                 + (f"decision_log: {decision_log}\n" if decision_log else ""))
+    assert load_config(path, env={}).settings.log_subjects == rule
+    result = aigw("validate", "--strict", str(path))
+    assert ("decision_log.subjects: deprecated" in result.stdout + result.stderr) \
+        == bool(decision_log)
+    assert result.returncode == (1 if decision_log else 0)
+
+
+def test_the_old_and_the_new_subjects_setting_may_not_disagree(tmp_path: Path):
+    path = write(tmp_path, "upstreams: {a: {url: 'http://127.0.0.1:1'}}\n"
+                 "logging: {subjects: hash}\ndecision_log: {subjects: clear}\n")
+    [problem] = issues_of(path)
+    assert "set logging.subjects only" in problem
+
+
 def test_validate_command_lists_all_errors_and_exits_1(tmp_path: Path):
     path = write(tmp_path, "upstreams:\n  a: {url: nope}\nextra: 1\n")
     result = aigw("validate", str(path))

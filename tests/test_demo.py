@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -29,19 +30,21 @@ def printed_commands(banner: str) -> list[tuple[str, int]]:
 
 @pytest.fixture
 def demo(tmp_path: Path):
-    """`aigw demo` as on a fresh checkout: the shipped config and policies, no `.aigw/` yet."""
+    """`aigw demo` as on a fresh checkout: the shipped config and policies, no `.aigw/` yet,
+    run from that checkout (so all it writes is in it) with the usual umask (022)."""
     checkout = tmp_path / "checkout"
     shutil.copytree(ROOT / "config", checkout / "config")
     shutil.copytree(ROOT / "policies", checkout / "policies")
     env = {name: value for name, value in os.environ.items() if not name.startswith("AIGW_")}
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     admin = free_port()
     out = (tmp_path / "demo.out").open("w+")
     process = subprocess.Popen(  # ports by flag only: the printed commands must follow them
         [sys.executable, "-m", "gateway", "demo", "--backend-port", str(free_port()),
          "--port", str(free_port()), "--admin-port", str(admin),
          "--issuer-port", str(free_port()), "--config", str(checkout / "config" / "demo.yaml")],
-        cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+        cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, umask=0o022,
     )
     try:  # a busy machine may take a while to start it; one that never starts is not left
         wait_for_http(f"http://127.0.0.1:{admin}/readyz", timeout=60, process=process)
@@ -101,3 +104,23 @@ def test_the_demo_makes_its_own_secrets_and_commits_none(demo):
     banner = output.read_text()
     assert f"-u demo-agent:{agent} " in banner and "demo-agent-secret" not in banner
     assert not list((ROOT / "config").glob("*.secret"))  # none committed
+
+
+def test_everything_the_demo_writes_is_its_owners_alone(demo):
+    """Its indexes of the subjects' records (and their -wal and -shm), secrets, keys, events
+    and request bodies: every file 0600 and every folder 0700, under a umask of 022."""
+    process, output, env = demo
+    for command, _ in printed_commands(output.read_text()):  # its indexes built, events kept
+        subprocess.run(["bash", "-c", command], capture_output=True, timeout=60, env=env)
+    checkout = output.parent / "checkout"
+    index = checkout / ".aigw" / "pdpp-index"
+    assert list(index.glob("*.db")) and list(index.glob("*.db-wal"))  # while it runs
+    assert list((checkout / ".aigw").glob("*.secret"))
+    written = [path for path in checkout.rglob("*")
+               if path.relative_to(checkout).parts[0] not in ("config", "policies")]
+    loose = [f"{path.relative_to(checkout)}: {oct(mode)}" for path in written
+             if (mode := stat.S_IMODE(path.stat().st_mode)) != (0o700 if path.is_dir()
+                                                                else 0o600)]
+    assert not loose, loose
+    process.send_signal(signal.SIGINT)
+    assert process.wait(15) == 0

@@ -205,14 +205,13 @@ def test_a_file_sink_makes_its_folder_and_file_its_owners_alone(tmp_path):
 
 @pytest.mark.parametrize("subjects,expected", [("clear", "alice"), ("omit", None)])
 def test_subjects_are_hashed_unless_configured(tmp_path, subjects, expected):
-    settings = DecisionLogSettings(sink="file", path=str(tmp_path / "d.jsonl"),
-                                   subjects=subjects)
+    settings = DecisionLogSettings(sink="file", path=str(tmp_path / "d.jsonl"))
     ctx = RequestContext("r1", "GET", "/x", "127.0.0.1")
     note(ctx, "gateway", Ask("route", "/x", Principal("alice")),
          Outcome("allow", None, "enforce", "default"))
 
     async def once() -> None:
-        log = DecisionLog(settings)
+        log = DecisionLog(settings, subjects=subjects)
         log.submit(ctx, "rev")
         await log.aclose()
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,8 +26,8 @@ from test_aidre import AIDRE_JSON
 from test_policy_decisions import VECTORS
 
 from gateway.cli import main
+from gateway.personal_data import hashed_subject
 from gateway.policy import logview
-from gateway.policy.decisions import hashed_subject
 from gateway.policy.logview import Filters, parse_since, request_lines
 
 KEY = SigningKey.rsa("policy-log")
@@ -269,6 +270,40 @@ def test_by_default_decisions_go_to_stderr_which_policy_log_reads(backend: str, 
                          "scope messages:read)")
     assert "line(s) skipped" in result.stderr  # the gateway's own log lines
 
+
+
+SUBJECT = "u-4711-alice"
+
+
+@pytest.mark.parametrize(("top", "rule"), [
+    ({}, "hash"),
+    ({"logging": {"subjects": "clear"}}, "clear"),
+    ({"logging": {"subjects": "omit"}}, "omit"),
+    ({"decision_log": {"subjects": "clear"}}, "clear"),  # the deprecated key: still read, by both
+])
+def test_one_rule_shows_the_subject_in_the_access_log_and_the_decision_log_alike(
+        backend: str, idp: FakeIdp, tmp_path: Path, top: dict[str, Any], rule: str):
+    decision_log = {"sink": "file", "path": "decisions.jsonl", **top.pop("decision_log", {})}
+    gateway = logging_gateway(backend, idp, tmp_path, decision_log=decision_log, **top)
+    try:
+        headers = bearer("agent-1", SUBJECT, "articles:read")
+        assert httpx.get(gateway.url + "/api/v1/articles/art-0001", headers=headers,
+                         timeout=10).status_code == 200
+        assert httpx.get(gateway.url + "/api/v1/users/u-001", headers=headers,
+                         timeout=10).status_code == 403
+        decisions = decision_lines(tmp_path / "decisions.jsonl", 2)
+    finally:
+        gateway.stop()
+    [access] = [json.loads(line) for line in gateway.process.stdout().splitlines()
+                if '"/api/v1/articles/art-0001"' in line]
+    assert access["client_id"] == "agent-1"
+    expected = {"hash": hashed_subject(SUBJECT), "clear": SUBJECT, "omit": None}[rule]
+    shown = [access.get("subject")] + [d["principal"].get("subject") for d in decisions]
+    assert shown == [expected] * 3
+    written = gateway.process.stdout() + gateway.process.stderr() + json.dumps(decisions)
+    assert (SUBJECT in written) == (rule == "clear")
+    deprecated = "decision_log.subjects" in gateway.process.stderr()
+    assert deprecated == ("subjects" in decision_log)  # `aigw run` warns of the old key
 
 # --------------------------------------------------------------------------- units
 

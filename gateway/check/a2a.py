@@ -61,10 +61,16 @@ async def _interface(card: Any) -> Outcome:
     from a2a.client import ClientConfig, ClientFactory
 
     bindings = sorted({i.protocol_binding for i in card.supported_interfaces})
-    async with httpx.AsyncClient(trust_env=False) as http:  # never used: nothing is sent
+    # a2a-sdk wants an httpx client, but nothing is sent: the card was read by the bounded
+    # probe; one that refuses every request keeps it so
+    async with httpx.AsyncClient(trust_env=False, transport=httpx.MockTransport(_refuse)) as http:
         config = ClientConfig(httpx_client=http, supported_protocol_bindings=list(CALLABLE))
         try:
             ClientFactory(config).create(card)
         except ValueError as exc:
             return INTERFACE.failed(f"{exc} (bindings: {', '.join(bindings) or 'none'})")
     return INTERFACE.passed(f"bindings: {', '.join(bindings)}")
+
+
+def _refuse(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("the checker sends A2A nothing", request=request)

@@ -2,9 +2,10 @@
 
 `aigw check` may be pointed at a hostile server, so every request has a deadline (the
 connection, the headers and the whole body), a body is read up to a byte limit and no
-further, a redirect is followed only within the origin (at most five, as the AI Discovery
-draft §2.2 allows) and never for a request with a body, and a URL a document names on another
-origin is never requested: credentials cannot leave the origin they were given for.
+further (gateway/check/bounded.py, which every client of the checker reads through), a
+redirect is followed only within the origin (at most five, as the AI Discovery draft §2.2
+allows) and never for a request with a body, and a URL a document names on another origin is
+never requested: credentials cannot leave the origin they were given for.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-import httpx
+import httpx2
 
-MAX_BYTES = 2 * 1024 * 1024  # the largest answer read; past it the body is cut and flagged
+from gateway.check.bounded import MAX_BYTES, BoundedTransport, TooLarge, Unreadable
+
 MAX_REDIRECTS = 5
 MAX_RETRY_AFTER = 2.0  # a 429 is retried once when it asks for at most this many seconds
 USER_AGENT = "aigw-check/0.1"
@@ -54,7 +56,7 @@ class Answer:
     method: str
     url: str
     status: int = 0
-    headers: httpx.Headers = field(default_factory=httpx.Headers)
+    headers: httpx2.Headers = field(default_factory=httpx2.Headers)
     body: bytes = b""
     error: str = ""
     truncated: bool = False
@@ -100,7 +102,7 @@ class Probe:
     """Requests to one origin (scheme, host, port) with the caller's credentials."""
 
     def __init__(self, origin: str, credentials: Credentials, timeout: float,
-                 client: httpx.AsyncClient) -> None:
+                 client: httpx2.AsyncClient) -> None:
         self.origin = origin_of(origin)
         self.credentials = credentials
         self.timeout = timeout
@@ -160,21 +162,24 @@ class Probe:
                 finally:
                     await response.aclose()
                     self._client.cookies.clear()
-        except (TimeoutError, httpx.TimeoutException):
+        except (TimeoutError, httpx2.TimeoutException):
             return Answer(method, url, error=f"no answer within {self.timeout:g} s")
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             return Answer(method, url, error=_transport_error(exc))
+        except Unreadable as exc:
+            return Answer(method, url, error=str(exc))
         return Answer(method, str(response.url), response.status_code, response.headers, body,
                       truncated=truncated)
 
 
-async def _read(response: httpx.Response) -> tuple[bytes, bool]:
-    chunks, size = [], 0
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_BYTES:
-            return b"".join(chunks)[:MAX_BYTES], True
+async def _read(response: httpx2.Response) -> tuple[bytes, bool]:
+    """The body, and whether it was cut at `MAX_BYTES` (the transport stops it there)."""
+    chunks: list[bytes] = []
+    try:
+        async for chunk in response.aiter_bytes():
+            chunks.append(chunk)
+    except TooLarge:
+        return b"".join(chunks), True
     return b"".join(chunks), False
 
 
@@ -185,9 +190,9 @@ def _retry_after(answer: Answer) -> float | None:
     return float(value)
 
 
-def _transport_error(exc: httpx.HTTPError) -> str:
-    kind = {httpx.ConnectError: "connection refused or failed",
-            httpx.RemoteProtocolError: "the server broke the HTTP protocol"}
+def _transport_error(exc: httpx2.HTTPError) -> str:
+    kind = {httpx2.ConnectError: "connection refused or failed",
+            httpx2.RemoteProtocolError: "the server broke the HTTP protocol"}
     for error, text in kind.items():
         if isinstance(exc, error):
             return text
@@ -208,9 +213,11 @@ def origin_of(url: str) -> str:
     return f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
 
 
-def new_client(timeout: float) -> httpx.AsyncClient:
-    """The client every probe shares: no redirects of its own, no proxy from the environment
-    (the origin is asked directly), no cookies kept between requests."""
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False,
-                             trust_env=False, headers={"User-Agent": USER_AGENT},
-                             limits=httpx.Limits(max_connections=4))
+def new_client(timeout: float, headers: dict[str, str] | None = None,
+               transport: BoundedTransport | None = None) -> httpx2.AsyncClient:
+    """A client of the checked origin: every answer bounded (BoundedTransport), no redirects
+    of its own, no proxy from the environment, no cookies kept between requests. The probes
+    share one; the MCP SDK gets its own, with the credentials as default `headers`."""
+    return httpx2.AsyncClient(timeout=httpx2.Timeout(timeout), follow_redirects=False,
+                              trust_env=False, transport=transport or BoundedTransport(),
+                              headers={"User-Agent": USER_AGENT, **(headers or {})})

@@ -15,9 +15,10 @@ from urllib.parse import urlsplit
 
 from gateway.check.aiendpoint import PATH as AI_PATH
 from gateway.check.aiendpoint import document_of
+from gateway.check.bounded import BoundedTransport, TooLarge, Unreadable
 from gateway.check.common import json_object
 from gateway.check.context import Context
-from gateway.check.http import Credentials
+from gateway.check.http import Credentials, new_client
 from gateway.check.rules import PASS, Outcome, Sheet, Spec
 
 __all__ = ["SPEC", "run"]
@@ -112,13 +113,14 @@ async def _challenge(context: Context, url: str) -> list[Outcome]:
 
 
 async def _session(url: str, credentials: Credentials, timeout: float) -> list[Outcome]:
-    """initialize and tools/list through the SDK's streamable HTTP client."""
-    import httpx2
+    """initialize and tools/list through the SDK's streamable HTTP client, whose every
+    answer goes through the checker's bounded reader."""
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    http = httpx2.AsyncClient(headers=credentials.headers(), timeout=httpx2.Timeout(timeout),
-                              follow_redirects=False, trust_env=False)
+    bound = BoundedTransport()
+    http = new_client(timeout, credentials.headers(), bound)
+    done: list[Outcome] = []
     try:
         async with asyncio.timeout(timeout * 3), http:
             transport = streamable_http_client(url, http_client=http, max_sse_event_size=1 << 21)
@@ -126,13 +128,14 @@ async def _session(url: str, credentials: Credentials, timeout: float) -> list[O
                               cache=None) as client:
                 server = client.server_info
                 named = f"{server.name} {server.version}" if server else "a server"
-                initialized = INITIALIZE.passed(f"{named}, protocol {client.protocol_version}")
+                done.append(INITIALIZE.passed(f"{named}, protocol {client.protocol_version}"))
                 if client.server_capabilities.tools is None:
-                    return [initialized, TOOLS.skipped("the server declares no tools")]
+                    return [*done, TOOLS.skipped("the server declares no tools")]
                 listed = await client.list_tools()
-                return [initialized, _tools(listed.tools)]
-    except Exception as exc:  # the SDK raises many kinds; each is a failed handshake
-        return [INITIALIZE.failed(_reason(exc))]
+                return [*done, _tools(listed.tools)]
+    except Exception as exc:  # the SDK raises many kinds; each is a failed step
+        reason = str(TooLarge()) if bound.exceeded else _reason(exc)
+        return [*done, (TOOLS if done else INITIALIZE).failed(reason)]
 
 
 def _tools(tools: list[Any]) -> Outcome:
@@ -148,4 +151,6 @@ def _reason(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, TimeoutError):
         return "no answer in time"
+    if isinstance(exc, Unreadable):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}"

@@ -10,6 +10,7 @@ from typing import Any
 from authlib.deprecate import AuthlibDeprecationWarning
 
 from gateway.generated_secrets import create_once
+from gateway.private_files import tighten
 
 with warnings.catch_warnings():  # authlib.jose is deprecated in favour of joserfc, still works
     warnings.simplefilter("ignore", AuthlibDeprecationWarning)
@@ -24,6 +25,7 @@ def load_or_create_key(path: Path) -> Key:
     """
     if not path.exists():
         _create(path)
+    tighten(path)  # as an older version may have left it
     data = json.loads(path.read_text(encoding="utf-8"))
     key = JsonWebKey.import_key(data)
     if key.kty != "RSA" or key.public_only:

@@ -12,6 +12,7 @@ from gateway.demo.backend import create_app
 from gateway.demo.issuer import create_issuer_app
 from gateway.demo.keys import load_or_create_key
 from gateway.observability import configure_logging
+from gateway.private_files import open_private, private_folder
 from gateway.server import listener, run
 from gateway.settings import Settings
 
@@ -114,9 +115,11 @@ def run_demo(config_path: str, backend_port: int, ports: dict[str, str] | None =
     os.environ.setdefault("AIGW_DEMO_BACKEND", f"http://127.0.0.1:{backend_port}")
     state = Path(config_path).resolve().parent.parent / ".aigw"  # beside the issuer's key
     os.environ.setdefault("AIGW_DEMO_EVENTS", str(state / "aip-events.jsonl"))
-    state.mkdir(exist_ok=True)
+    private_folder(state)
     aip_body = state / "demo-aip-request.json"
-    aip_body.write_text(_aip_request("support.returns", "how do I return an item"))
+    descriptor = open_private(aip_body, os.O_WRONLY | os.O_TRUNC)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(_aip_request("support.returns", "how do I return an item"))
     loaded = load_or_exit(config_path)
     settings = loaded.settings
     configure_logging(settings.logging.level)

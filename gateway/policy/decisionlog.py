@@ -23,7 +23,9 @@ import orjson
 
 from gateway.context import RequestContext
 from gateway.observability import POLICY_LOG_DROPPED
+from gateway.personal_data import SubjectRule
 from gateway.policy.decisions import log_record
+from gateway.private_files import open_private, private_folder
 from gateway.settings import DecisionLog as Settings
 
 log = logging.getLogger("aigw.policy")
@@ -32,8 +34,11 @@ _LINGER = 0.01  # seconds a batch waits for more lines after its first
 
 
 class DecisionLog:
-    def __init__(self, settings: Settings, base: Path = Path()) -> None:
+    def __init__(self, settings: Settings, base: Path = Path(),
+                 subjects: SubjectRule = "hash") -> None:
+        """`subjects` is the config's one rule for subjects in logs (`logging.subjects`)."""
         self.settings = settings
+        self.subjects = subjects
         self._path = base / settings.path if settings.path else None  # relative to the config
         self._lines: list[bytes] = []  # waiting for the writer; at most settings.queue_size
         self._writer: asyncio.Task[None] | None = None
@@ -46,7 +51,7 @@ class DecisionLog:
         if len(self._lines) >= self.settings.queue_size:
             POLICY_LOG_DROPPED.labels("queue_full").inc()
             return
-        self._lines.append(orjson.dumps(log_record(ctx, revision, self.settings.subjects)))
+        self._lines.append(orjson.dumps(log_record(ctx, revision, self.subjects)))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._drain())
 
@@ -105,8 +110,9 @@ def _emit(stream: TextIO, lines: list[bytes]) -> None:
 
 
 def _append(path: Path, lines: list[bytes]) -> None:
-    """Append to `path`; a folder or file made here is its owner's alone (0700, 0600)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    """Append to `path`; a folder or file made here is its owner's alone (0700, 0600), one
+    that exists keeps its mode (an operator's choice, for a log shipper)."""
+    private_folder(path.parent, own=False)
+    descriptor = open_private(path, os.O_WRONLY | os.O_APPEND, own=False)
     with os.fdopen(descriptor, "ab") as file:
         file.write(b"\n".join(lines) + b"\n")

@@ -4,7 +4,6 @@ decision-log line (gateway.policy.decisionlog) once the request is over."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import random
 import time
 from collections.abc import Sequence
@@ -13,6 +12,7 @@ from typing import Any
 
 from gateway.context import RequestContext
 from gateway.observability import POLICY_DECISIONS
+from gateway.personal_data import SubjectRule, logged_subject
 from gateway.policy.rules import Ask, Outcome
 
 HEADER = b"x-aigw-decision-id"
@@ -103,7 +103,7 @@ def _label(outcome: Outcome, ask: Ask) -> str:
     return outcome.rule or f"default:{ask.kind}"
 
 
-def log_record(ctx: RequestContext, revision: str, subjects: str) -> dict[str, Any]:
+def log_record(ctx: RequestContext, revision: str, subjects: SubjectRule) -> dict[str, Any]:
     """The decision-log line of a request: the deciding decision first, then all of them."""
     decisions = ctx.decisions
     final = decisions[0] if len(decisions) == 1 else \
@@ -148,22 +148,18 @@ def _made_entry(decision: Noted) -> dict[str, Any]:
     return entry
 
 
-def principal_view(principal: Any, subjects: str) -> dict[str, Any]:
-    """Who asked, without secrets: the subject hashed (default), kept, or left out."""
+def principal_view(principal: Any, subjects: SubjectRule) -> dict[str, Any]:
+    """Who asked, without secrets: the subject as `logging.subjects` says (hashed by default)."""
     return dict(_view(principal.kind.value, principal.scopes, principal.client_id,
                       principal.subject, subjects))
 
 
 @functools.lru_cache(maxsize=4096)
 def _view(kind: str, scopes: frozenset[str], client_id: str | None, subject: str | None,
-          subjects: str) -> tuple[tuple[str, Any], ...]:
+          subjects: SubjectRule) -> tuple[tuple[str, Any], ...]:
     """A busy caller's view is made once (its subject's hash, its sorted scopes), not per line."""
     view: dict[str, Any] = {"kind": kind, "scopes": tuple(sorted(scopes)), "client_id": client_id}
-    if subject is not None and subjects != "omit":
-        view["subject"] = subject if subjects == "clear" else hashed_subject(subject)
+    shown = logged_subject(subject, subjects)
+    if shown is not None:
+        view["subject"] = shown
     return tuple(view.items())
-
-
-def hashed_subject(subject: str) -> str:
-    """A subject as the decision log shows it by default (`subjects: hash`)."""
-    return "sha256:" + hashlib.sha256(subject.encode()).hexdigest()[:32]

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 import orjson
 
-from gateway.policy.decisions import hashed_subject
+from gateway.personal_data import hashed_subject
 
 MAX_LINE = 16 * 1024 * 1024  # bytes: a longer line is skipped, never held whole
 _SHORT_HASH = len("sha256:") + 8  # how much of a hashed subject a line shows

@@ -24,6 +24,7 @@ from psycopg import sql
 
 from gateway.index.base import FieldScores
 from gateway.index.postgres.layout import Layout, column, table
+from gateway.index.query import bounded
 
 K1 = 1.5
 B = 0.75
@@ -33,7 +34,7 @@ def search(conn: psycopg.Connection[Any], schema: str, layout: Layout, terms: Se
            fields: Sequence[str], only: Collection[str] | None,
            limit: int) -> list[FieldScores]:
     positions = sorted({layout.text_column(f) for f in fields})
-    words = [word for t in terms if (word := t.replace("\x00", "")).strip()]
+    words = bounded(word for t in terms if (word := t.replace("\x00", "")).strip())
     if not positions or not words or limit <= 0 or (only is not None and not only):
         return []
     params: dict[str, Any] = {"terms": words, "config": layout.text_config, "limit": limit,

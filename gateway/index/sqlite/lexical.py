@@ -20,6 +20,7 @@ from collections.abc import Collection, Sequence
 import orjson
 
 from gateway.index.base import FieldScores
+from gateway.index.query import bounded
 
 K1 = 1.5  # BM25 as bm25s and Lucene compute it (with Lucene's IDF, never negative)
 B = 0.75
@@ -41,18 +42,27 @@ def fill_only(conn: sqlite3.Connection, only: Collection[str] | None) -> int:
 
 
 def query_words(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, str]:
-    """Each distinct token of `terms` as the index stems it, with one word it came from (the
-    unstemmed token: an FTS5 query stems it again, to that token)."""
+    """Each distinct token of `terms` (at most MAX_QUERY_TERMS of them) as the index stems it,
+    with one word it came from (the unstemmed token: an FTS5 query stems it again, to that
+    token). The two vocabularies are matched by (term, offset) here, not joined in SQL: a join
+    of two fts5vocab tables has no index and compares every pair."""
+    rows = list(enumerate(bounded(terms)))
     for table in ("query_stems", "query_words"):
         conn.execute(f"DELETE FROM temp.{table}")
-        conn.executemany(f"INSERT INTO temp.{table}(rowid, t) VALUES (?, ?)",
-                         list(enumerate(terms)))
-    found = conn.execute(
-        "SELECT s.term, min(w.term) FROM temp.query_stems_at AS s JOIN temp.query_words_at AS w"
-        " ON w.doc = s.doc AND w.offset = s.offset GROUP BY s.term").fetchall()
-    for table in ("query_stems", "query_words"):
-        conn.execute(f"DELETE FROM temp.{table}")
-    return dict(found)
+        conn.executemany(f"INSERT INTO temp.{table}(rowid, t) VALUES (?, ?)", rows)
+    try:
+        words = {(doc, offset): word for word, doc, offset in conn.execute(
+            "SELECT term, doc, offset FROM temp.query_words_at")}
+        found: dict[str, str] = {}
+        for stem, doc, offset in conn.execute(
+                "SELECT term, doc, offset FROM temp.query_stems_at"):
+            word = words.get((doc, offset))
+            if word is not None and (stem not in found or word < found[stem]):
+                found[stem] = word
+        return found
+    finally:
+        for table in ("query_stems", "query_words"):
+            conn.execute(f"DELETE FROM temp.{table}")
 
 
 def search(conn: sqlite3.Connection, words: dict[str, str], columns: dict[str, int],
@@ -61,8 +71,12 @@ def search(conn: sqlite3.Connection, words: dict[str, str], columns: dict[str, i
     number, of `width`), among `temp.only_ids` when `restricted`; `count` records make up the
     statistics."""
     try:
+        # Over every record, as FTS5's bm25() takes them (term_counts): once per query.
+        rows, tokens = conn.execute(f"SELECT count(*), total({_plus('n', width)}) "
+                                    "FROM lengths").fetchone()
         for stem, word in words.items():
-            term_counts(conn, stem, word, sorted(columns.values()), width, restricted)
+            term_counts(conn, stem, word, sorted(columns.values()), width, restricted,
+                        (rows, tokens))
         averages = _weigh(conn, sorted(columns.values()), restricted, count)
         return _best(conn, columns, averages, limit)
     finally:
@@ -71,9 +85,10 @@ def search(conn: sqlite3.Connection, words: dict[str, str], columns: dict[str, i
 
 
 def term_counts(conn: sqlite3.Connection, stem: str, word: str, cols: list[int], width: int,
-                restricted: bool) -> None:
+                restricted: bool, table: tuple[int, float]) -> None:
     """Add to `temp.tfs` how often `word` occurs in each of `cols` of each record that holds
-    it there (and is in `only_ids` when `restricted`).
+    it there (and is in `only_ids` when `restricted`); `table` is (N, total length of all
+    rows), what bm25() takes its statistics from.
 
     With a one-column weight vector and a one-phrase query, FTS5's bm25() is
     -idf * f * (k1 + 1) / (f + K), with K = k1 * (1 - b + b * D / avgdl): D is the row's
@@ -82,8 +97,7 @@ def term_counts(conn: sqlite3.Connection, stem: str, word: str, cols: list[int],
     -bm25 * K / ((k1 + 1) * idf + bm25). Every term of it but f is known here, and f is a
     whole number: rounding gives it exactly (fts5 documents the formula)."""
     phrase = "{" + " ".join(f"c{c}" for c in cols) + "} : " + _quoted(word)
-    rows, tokens = conn.execute(f"SELECT count(*), total({_plus('n', width)}) "
-                                "FROM lengths").fetchone()
+    rows, tokens = table
     matched = conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (phrase,)).fetchone()[0]
     if not matched:
         return

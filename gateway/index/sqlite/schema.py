@@ -23,6 +23,8 @@ from pathlib import Path
 
 import orjson
 
+from gateway.private_files import private_file, tighten
+
 SCHEMA_VERSION = "1"
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 WORDS = "unicode61 remove_diacritics 2"  # the same words, unstemmed
@@ -35,8 +37,11 @@ def columns(count: int) -> list[str]:
 
 def connect(path: Path, width: int) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), usable from the thread
-    that closes it, with the file in WAL mode and this connection's temporary tables for an
-    index of `width` searchable fields."""
+    that closes it, with the file (its owner's alone, gateway.private_files) in WAL mode and
+    this connection's temporary tables for an index of `width` searchable fields."""
+    private_file(path)  # before SQLite makes it: its -wal and -shm then take its mode
+    for suffix in ("-wal", "-shm"):
+        tighten(Path(f"{path}{suffix}"))  # as an older version may have left them
     conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None,
                            check_same_thread=False)
     if conn.execute("PRAGMA page_count").fetchone()[0] == 0:

@@ -2,7 +2,8 @@
 
 The cards follow A2A 1.0 (`AgentCard` of the a2a-sdk types). Each lists first the JSON-RPC
 interface a2a-sdk clients call (a2a_rpc.py), then the AIDIP invocation endpoint under the
-binding "AIDIP", which A2A lets cards name. An agent's skills are its operations. The gateway's
+binding "AIDIP", which A2A lets cards name. An agent's skills are its operations; each skill's
+`inputModes` say whether it takes a text part besides a data part (text_parts.py). The gateway's
 own card is the registry as an agent: its skills are finding agents (the default) and, one per
 agent the caller may see, invoking that agent. The provider is the configured service's
 organization; the security members say what the route rules require (a2a_security.py).
@@ -16,7 +17,8 @@ import orjson
 
 from gateway.settings import Settings
 from gateway.surfaces.aidip.a2a_security import CardSecurity
-from gateway.surfaces.aidip.catalog import Agent, Catalog
+from gateway.surfaces.aidip.catalog import Agent, Catalog, Operation
+from gateway.surfaces.aidip.text_parts import TEXT_MODE, input_modes
 
 BINDING = "AIDIP"
 PROTOCOL_VERSION = "draft-cui-ai-agent-discovery-invocation-01"
@@ -41,9 +43,10 @@ class Cards:
         tags = [*metadata.get("capabilities", []), *metadata.get("tags", [])]
         skills = []
         for operation in metadata.get("operations", []):
+            modes = input_modes(_takes_text(agent.operations.get(operation["name"])))
             skill = {"id": operation["name"], "name": operation["name"],
                      "description": operation.get("description") or metadata["description"],
-                     "tags": tags, "inputModes": _JSON, "outputModes": _JSON,
+                     "tags": tags, "inputModes": modes, "outputModes": _JSON,
                      **self._skill_security(rpc, self._invoke(agent.id, operation["name"]))}
             examples = [orjson.dumps(example.get("input")).decode()
                         for example in operation.get("examples", []) if "input" in example]
@@ -64,12 +67,13 @@ class Cards:
         skills = [{"id": SEARCH_SKILL, "name": "Find agents",
                    "description": "Search the registry by capability, tag, language or free "
                                   "text (the default skill).",
-                   "tags": ["discovery", "agents"], "inputModes": _JSON, "outputModes": _JSON,
+                   "tags": ["discovery", "agents"], "inputModes": input_modes(True),
+                   "outputModes": _JSON,
                    **self._skill_security(rpc, f"{self.base}/search")}]
         skills += [{"id": agent.id, "name": agent.metadata["name"],
                     "description": agent.metadata["description"],
                     "tags": list(agent.metadata.get("capabilities", [])),
-                    "inputModes": _JSON, "outputModes": _JSON,
+                    "inputModes": input_modes(_takes_text(_sole(agent))), "outputModes": _JSON,
                     **self._skill_security(rpc, self._invoke(agent.id))}
                    for agent in agents if agent.id != SEARCH_SKILL]
         return self._card(name, description, "1",
@@ -83,7 +87,7 @@ class Cards:
             "name": name, "description": description, "version": version,
             "supportedInterfaces": interfaces,
             "capabilities": {"streaming": False, "pushNotifications": False},
-            "defaultInputModes": _JSON, "defaultOutputModes": _JSON,
+            "defaultInputModes": _common_modes(skills), "defaultOutputModes": _JSON,
             "skills": skills, **security,
         }
         organization = self.settings.service.organization if self.settings.service else None
@@ -103,6 +107,20 @@ class Cards:
     def _skill_security(self, *paths: str) -> dict[str, Any]:
         required = self.security.requirements(*paths)
         return {"securityRequirements": required} if required else {}
+
+
+def _takes_text(operation: Operation | None) -> bool:
+    return operation is not None and operation.text_field is not None
+
+
+def _sole(agent: Agent) -> Operation | None:
+    """The operation a call naming no operation invokes: the agent's only one."""
+    return next(iter(agent.operations.values())) if len(agent.operations) == 1 else None
+
+
+def _common_modes(skills: list[dict[str, Any]]) -> list[str]:
+    """The card's default input modes: those every skill takes (each skill says its own)."""
+    return input_modes(bool(skills) and all(TEXT_MODE in s["inputModes"] for s in skills))
 
 
 def _aidip(url: str) -> dict[str, Any]:

@@ -9,13 +9,15 @@ reads invocation bodies with and checked to be JSON (else AIDIP's 413, 415 or 40
 `DefaultRequestHandler` is not used: it runs each call as a task in background asyncio tasks
 and keeps every task (failed ones too) in a store, where a call here is one request-response.
 
-`SendMessage` takes one data part, the AIDIP input, and serves it through the AIDIP invoke
-route (or the registry search) as an inner request (gateway.inner): that route's admission,
-schema checks, policy, breaker, upstream call, decision log and metrics apply as to a direct
-call. Its output is answered as a message with one data part; its failures as A2A errors
-(a2a_errors.py). No task is ever kept (A2A lets a message be the whole answer), so nothing here
-grows with the calls: no task is found by GetTask, CancelTask or SubscribeToTask, ListTasks
-lists none, and streaming and push notifications are not offered (the cards say so).
+`SendMessage` takes one part: a data part, the AIDIP input, or a text part where the skill
+maps text onto a field of its input (text_parts.py; a text part elsewhere is A2A's
+ContentTypeNotSupportedError). It serves that input through the AIDIP invoke route (or the
+registry search) as an inner request (gateway.inner): that route's admission, schema checks,
+policy, breaker, upstream call, decision log and metrics apply as to a direct call. Its output
+is answered as a message with one data part; its failures as A2A errors (a2a_errors.py). No
+task is ever kept (A2A lets a message be the whole answer), so nothing here grows with the
+calls: no task is found by GetTask, CancelTask or SubscribeToTask, ListTasks lists none, and
+streaming and push notifications are not offered (the cards say so).
 
 A message (or the request) may name a skill in its metadata, `{"skill": name}`: at an agent,
 one of its operations (needed when it has several); at the registry, `agent-search` (the
@@ -28,6 +30,7 @@ import logging
 import re
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from a2a.helpers import get_data_parts, new_data_message
@@ -48,6 +51,7 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
+    Part,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -55,6 +59,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import (
     A2AError,
+    ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
     InternalError,
     InvalidParamsError,
@@ -76,7 +81,9 @@ from gateway.surfaces.aidip.a2a_errors import (
     refusal,
     with_error_data,
 )
+from gateway.surfaces.aidip.catalog import Catalog
 from gateway.surfaces.aidip.request import json_bytes
+from gateway.surfaces.aidip.text_parts import JSON_MODE, SEARCH_TEXT_FIELD, is_text
 
 log = logging.getLogger("aigw.aidip")
 _EXCHANGE = "aigw.exchange"  # the ServerCallContext state entry the handler reads
@@ -97,10 +104,10 @@ class A2ACall:
 class A2AEndpoint:
     """The routes' endpoint: one dispatcher per config generation, no state per call."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, catalog: Catalog) -> None:
         # It logs request bodies at DEBUG and every client error at WARNING.
         logging.getLogger("a2a").setLevel(logging.ERROR)
-        self.dispatcher = JsonRpcDispatcher(AgentRequests(base), _WithExchange())
+        self.dispatcher = JsonRpcDispatcher(AgentRequests(base, catalog), _WithExchange())
 
     async def __call__(self, exchange: Exchange) -> Response:
         body = await json_bytes(exchange.request, exchange.settings.proxy.max_body_bytes)
@@ -116,8 +123,9 @@ class A2AEndpoint:
 class AgentRequests(RequestHandler):
     """The A2A methods, for an agent (`id` in the path) or for the registry."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, catalog: Catalog) -> None:
         self.base = base  # "{base_path}/agents"
+        self.catalog = catalog
 
     @validate_request_params
     async def on_message_send(self, params: SendMessageRequest,
@@ -137,9 +145,11 @@ class AgentRequests(RequestHandler):
         request_id = exchange.request_id
         if params.message.task_id:
             raise TaskNotFoundError(_NO_TASK, error_data("NotFound", request_id))
-        body = _input(params.message, request_id)
-        call = self._call(exchange.request.path_params.get("id"), _skill(params, request_id),
-                          body)
+        agent_id, skill = exchange.request.path_params.get("id"), _skill(params, request_id)
+        part = _one_part(params.message, request_id)
+        body = _data_input(part, request_id) if part.HasField("data") \
+            else await self._text_input(part, agent_id, skill, exchange)
+        call = self._call(agent_id, skill, body)
         try:
             answer = await inner.call(exchange, call, own_headers=_OWN_HEADERS)
         except GatewayError as error:
@@ -155,6 +165,47 @@ class AgentRequests(RequestHandler):
                                 error_data("InternalError", request_id))
         state.answered = True
         return _reply(params.message, output)
+
+    async def _text_input(self, part: Part, agent_id: str | None, skill: str | None,
+                          exchange: Exchange) -> dict[str, str]:
+        """A text part as the input: `{field: text}` where the operation maps text
+        (text_parts.py); else A2A's ContentTypeNotSupportedError."""
+        field = None
+        if part.HasField("text") and is_text(part.media_type):
+            field = await self._text_field(agent_id, skill, exchange)
+        if field is None:
+            raise ContentTypeNotSupportedError(
+                "This skill takes its input as one data part (application/json), not "
+                f"{part.media_type or part.WhichOneof('content') or 'this part'}.",
+                error_data("ContentTypeNotSupported", exchange.request_id,
+                           accepted=[JSON_MODE]))
+        return {field: part.text}
+
+    async def _text_field(self, agent_id: str | None, skill: str | None,
+                          exchange: Exchange) -> str | None:
+        """The field a text part fills at the skill called, for a caller who may see its
+        agent (else not found, as the invocation itself would answer)."""
+        if agent_id is None:
+            if skill is None or skill == SEARCH_SKILL:
+                return SEARCH_TEXT_FIELD
+            agent_id, skill = skill, None
+        request_id = exchange.request_id
+        try:
+            agent = await self.catalog.find(agent_id, exchange.principal,
+                                            partial(exchange.pipeline.permitted, exchange))
+        except GatewayError as error:
+            raise TaskNotFoundError(error.message, error_data("NotFound", request_id)) from None
+        if skill is None and len(agent.operations) != 1:
+            raise InvalidParamsError(
+                "This agent has several operations: name one as the message's skill.",
+                error_data("InvalidInput", request_id, errors=[
+                    {"field": "metadata.skill", "message": "required field is missing"}]))
+        operation = next(iter(agent.operations.values())) if skill is None \
+            else agent.operations.get(skill)
+        if operation is None:
+            raise TaskNotFoundError("This agent has no such operation.",
+                                    error_data("NotFound", request_id))
+        return operation.text_field
 
     def _call(self, agent_id: str | None, skill: str | None, body: Any) -> InnerCall:
         if agent_id is None:
@@ -224,16 +275,24 @@ class _WithExchange(DefaultServerCallContextBuilder):
         return context
 
 
-def _input(message: Message, request_id: str) -> Any:
-    """The AIDIP input: the message's one part, a data part (numbers that are whole again)."""
-    parts = list(message.parts)
-    if len(parts) != 1 or not parts[0].HasField("data") \
-            or parts[0].data.WhichOneof("kind") in (None, "null_value"):
+def _one_part(message: Message, request_id: str) -> Part:
+    if len(message.parts) != 1:
         raise InvalidParamsError(
-            "Send the agent's input as the message's one part, a data part.",
+            "Send the agent's input as the message's one part: a data part, or text where "
+            "the skill takes text.",
             error_data("InvalidInput", request_id, errors=[
-                {"field": "message.parts", "message": "expected exactly one data part"}]))
-    return _whole_numbers(get_data_parts(parts)[0])
+                {"field": "message.parts", "message": "expected exactly one part"}]))
+    return message.parts[0]
+
+
+def _data_input(part: Part, request_id: str) -> Any:
+    """The AIDIP input of a data part (numbers that are whole again)."""
+    if part.data.WhichOneof("kind") in (None, "null_value"):
+        raise InvalidParamsError(
+            "The data part holds no input.",
+            error_data("InvalidInput", request_id, errors=[
+                {"field": "message.parts", "message": "expected a JSON value, not null"}]))
+    return _whole_numbers(get_data_parts([part])[0])
 
 
 def _whole_numbers(value: Any) -> Any:

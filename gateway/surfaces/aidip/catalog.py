@@ -20,6 +20,7 @@ from gateway.policy.rules import Ask
 from gateway.surfaces.aidip.config import Aidip, ConfiguredAgent
 from gateway.surfaces.aidip.owners import owner_of, record_owner
 from gateway.surfaces.aidip.store import AgentStore, Record
+from gateway.surfaces.aidip.text_parts import text_field
 
 # The policy stage for a request: whether the rules allow each ask (pipeline.permitted).
 Permitted = Callable[[Sequence[Ask]], list[bool]]
@@ -37,6 +38,12 @@ class Operation:
     method: str = "POST"  # how the gateway calls the agent (sending.py)
     path: str = ""
     forward_token: bool = False
+    text_input: str | None = None  # the config's field for A2A text parts (text_parts.py)
+
+    @property
+    def text_field(self) -> str | None:
+        """The input field an A2A text part fills; None: data parts only."""
+        return text_field(self.inputs, self.text_input)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +188,7 @@ def _from_config(agent_id: str, agent: ConfiguredAgent) -> Agent:
     operations = {
         op.name: Operation(op.name, op.inputs, op.outputs, op.idempotent, op.batch,
                            upstream=op.upstream, method=op.method, path=op.path,
-                           forward_token=op.forward_token)
+                           forward_token=op.forward_token, text_input=op.text_input)
         for op in agent.operations}
     metadata = agent.model_dump(exclude={"clients", "timeout", "operations"}, exclude_none=True)
     metadata["operations"] = [

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 
 from gateway.strict import Strict
+from gateway.surfaces.aidip.text_parts import text_input_problem
 from gateway.upstream.egress.config import Egress
 
 AgentId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")]
@@ -50,6 +51,19 @@ class ConfiguredOperation(Strict):
     idempotent: bool = Field(False, description="Retried once after a failure when true.")
     batch: bool = Field(False, description="Accept a JSON array of inputs (one call each).")
     forward_token: bool = Field(False, description="Pass the caller's Authorization upstream.")
+    text_input: str | None = Field(
+        None, description="The input field an A2A text part fills: a string property of "
+        "`inputs`, and the only required one. Without it, a text part fills the one required "
+        "property where `inputs` has exactly one and it is a string; other operations take "
+        "data parts only (the agent card's `inputModes` say which).")
+
+    @model_validator(mode="after")
+    def _text_input_fits(self) -> ConfiguredOperation:
+        if self.text_input is not None:
+            problem = text_input_problem(self.inputs, self.text_input)
+            if problem is not None:
+                raise ValueError(f"text_input: {problem}")
+        return self
 
 
 class ConfiguredAgent(Strict):

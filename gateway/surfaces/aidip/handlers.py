@@ -55,7 +55,7 @@ class AidipService:
         self.settings = catalog.settings
         self.breakers = breakers
         self.cards = cards
-        self.a2a = A2AEndpoint(f"{self.settings.base_path}/agents")
+        self.a2a = A2AEndpoint(f"{self.settings.base_path}/agents", catalog)
 
     def routes(self) -> list[SurfaceRoute]:
         base = f"{self.settings.base_path}/agents"

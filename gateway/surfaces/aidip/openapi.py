@@ -83,7 +83,8 @@ def aidip_openapi(aidip: Aidip) -> dict[str, Any]:
             "An agent's A2A card", {"200": _object("The A2A agent card.")}, _READ,
             parameters=[agent_id])},
         f"{base}/{{id}}/a2a": {"post": _operation(
-            "The agent over A2A (JSON-RPC): SendMessage with one data part invokes it",
+            "The agent over A2A (JSON-RPC): SendMessage with one data part (or text, where "
+            "the card's skill takes text/plain) invokes it",
             {"200": rpc}, _A2A, parameters=[agent_id], body={"type": "object"})},
         f"{base}/{{id}}/invoke": {"post": _operation(
             "Invoke the agent's only operation", {"200": invoked}, _INVOKE,

@@ -14,6 +14,9 @@ import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+
+from gateway.private_files import open_private, private_folder
 
 
 class RotatingFile:
@@ -48,8 +51,8 @@ class RotatingFile:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         if self._lock_fd is None:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            private_folder(Path(self.path).parent, own=False)
+            self._lock_fd = open_private(self.path + ".lock", os.O_RDWR, own=False)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         try:
             yield
@@ -68,7 +71,7 @@ class RotatingFile:
                     (mine.st_ino, mine.st_dev):
                 return self._fd
             os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fd = open_private(self.path, os.O_WRONLY | os.O_APPEND, own=False)
         return self._fd
 
     def _rotate(self) -> int:

@@ -27,8 +27,11 @@ from gateway.surfaces.mcp.pdpp_tools import pdpp_tools
 from gateway.surfaces.mcp.render import render_error
 from gateway.surfaces.mcp.server import McpEndpoint
 from gateway.surfaces.mcp.tools import McpTool
+from gateway.surfaces.mcp.transport import TransportRules
 
-_METHODS = ["POST", "GET", "DELETE"]
+# Stateless, with nothing to push: no GET event stream, no session to DELETE (both 405, as
+# the streamable-HTTP transport allows), so no request outlives its answer.
+_METHODS = ["POST"]
 
 
 def listed_capabilities(context: MountContext) -> list[Capability]:
@@ -64,13 +67,13 @@ def mcp_mount(name: str, mcp: Mcp, context: MountContext) -> Mount:
         public = urlsplit(settings.public_base_url)
         hosts.append(public.netloc)
         origins.append(f"{public.scheme}://{public.netloc}")
+    rules = TransportRules(tuple(hosts), tuple(origins), mcp.max_body_bytes)
     routes = []
     served = []
     for path, tools in endpoint_tools(mcp, context).items():
         endpoint = McpEndpoint(
             (settings.service.name if settings.service else "aigw") + path,
-            tools, max_body_bytes=mcp.max_body_bytes, hosts=hosts, origins=origins,
-            instructions=mcp.instructions)
+            tools, rules=rules, instructions=mcp.instructions)
         routes.append(SurfaceRoute(path, endpoint.endpoint, methods=_METHODS,
                                    name=f"mcp{path.replace('/', '.')}"))
         served.append(endpoint)

@@ -30,6 +30,7 @@ from gateway.exchange import Exchange
 from gateway.surface import Ways
 from gateway.surfaces.mcp.offers import Offers, route_ways
 from gateway.surfaces.mcp.tools import McpTool, ToolInputError
+from gateway.surfaces.mcp.transport import TransportRules, replaying
 
 OWN_HEADERS = frozenset({b"mcp-session-id", b"mcp-protocol-version", b"last-event-id"})
 _EXCHANGE: contextvars.ContextVar[Exchange] = contextvars.ContextVar("aigw_mcp_exchange")
@@ -40,8 +41,8 @@ _MAX_TEXT = 16_000  # characters of a result's JSON repeated as text for clients
 class McpEndpoint:
     """The tools of one endpoint, served for one config generation."""
 
-    def __init__(self, name: str, tools: list[McpTool], *, max_body_bytes: int,
-                 hosts: list[str], origins: list[str], instructions: str | None) -> None:
+    def __init__(self, name: str, tools: list[McpTool], *, rules: TransportRules,
+                 instructions: str | None) -> None:
         self.tools = {tool.name: tool for tool in tools}
         # Each tool's route's ways, found on first use: the routes are this generation's.
         self._ways: dict[str, Ways | None] = {}
@@ -49,21 +50,22 @@ class McpEndpoint:
             name, version="1", instructions=instructions,
             on_list_tools=self._list, on_call_tool=self._call,
             get_tool_input_schema=self._input_schema)
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=bool(hosts),
-                                             allowed_hosts=hosts, allowed_origins=origins)
+        self.rules = rules  # Host and Origin are checked there, before the SDK
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self.manager = StreamableHTTPSessionManager(
             self.server, json_response=True, stateless=True, security_settings=security,
-            max_request_body_size=max_body_bytes)
+            max_request_body_size=rules.max_body_bytes)
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
 
     async def endpoint(self, exchange: Exchange) -> Response:
         """The route's endpoint: the SDK answers the admitted request."""
+        body = await self.rules.admit(exchange.request)
         if self._runner is None:
             self._runner = asyncio.ensure_future(self._run())
         await self._ready.wait()
-        return _Relay(self, exchange)
+        return _Relay(self, exchange, body)
 
     async def serve(self, exchange: Exchange, scope: Scope, receive: Any, send: Any) -> None:
         token = _EXCHANGE.set(exchange)
@@ -128,13 +130,14 @@ class McpEndpoint:
 class _Relay(Response):
     """A response the SDK writes itself, for the exchange the pipeline admitted."""
 
-    def __init__(self, endpoint: McpEndpoint, exchange: Exchange) -> None:
+    def __init__(self, endpoint: McpEndpoint, exchange: Exchange, body: bytes) -> None:
         super().__init__()
         self.mcp = endpoint
         self.exchange = exchange
+        self.request_body = body
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        await self.mcp.serve(self.exchange, scope, receive, send)
+        await self.mcp.serve(self.exchange, scope, replaying(self.request_body, receive), send)
 
 
 def listing(tool: McpTool) -> types.Tool:

@@ -290,9 +290,7 @@ class PdppService:
         params = request.parse(request.items(call.http),
                                frozenset({"q", "limit", "cursor"}), owner=_owner(call),
                                filters=True, streams=True)
-        q = (params.get("q") or "").strip()
-        if not q:
-            raise request.invalid("q is required.", "q")
+        q = request.search_query(params)
         settings = self.pdpp.semantic if semantic and self.pdpp.semantic else self.pdpp.lexical
         limit = request.limit(params, settings.default_limit, settings.max_limit)
         if params.filters and len(params.streams) != 1:

@@ -21,6 +21,7 @@ from gateway.embeddings.config import EmbedderSettings
 from gateway.embeddings.providers import embedder_for
 from gateway.embeddings.running import clip
 from gateway.index.base import IndexedRecord, SearchIndex
+from gateway.private_files import private_folder
 from gateway.surfaces.pdpp.config import SearchIndexSettings
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
 
@@ -53,8 +54,7 @@ def open_index(settings: SearchIndexSettings, stream: CompiledStream, subject: s
             else None, text_config="simple", max_bytes=settings.max_bytes)
     from gateway.index.sqlite import SqliteIndex
 
-    folder = Path(settings.path)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_folder(Path(settings.path))  # it holds the subjects' records
     return SqliteIndex(folder / f"{name}.db", fields=searchable(stream),
                        max_bytes=settings.max_bytes)
 

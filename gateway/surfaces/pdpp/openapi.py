@@ -15,6 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from gateway.index.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from gateway.openapi import json_content, ref
 from gateway.surfaces.pdpp.config import Pdpp
 from gateway.surfaces.pdpp.metadata import lexical_served, semantic_served
@@ -27,7 +28,8 @@ _COMPONENTS = {"PdppError": "error", "PdppStreamList": "stream_list",
                "PdppSemanticSearch": "semantic_search"}
 _ERRORS = {
     400: "`invalid_request_error`: an unknown, repeated or owner-only parameter (`param` "
-         "names it), a bad cursor, filter or limit, or an unsupported PDPP-Version.",
+         "names it), a bad cursor, filter or limit, a search query past its bounds, or an "
+         "unsupported PDPP-Version.",
     401: "`authentication_error`: no owner or client token.",
     403: "`permission_error`: the grant does not cover the stream or field.",
     404: "`not_found_error`: no such stream (or not granted) or record.",
@@ -62,12 +64,12 @@ def pdpp_openapi(pdpp: Pdpp) -> dict[str, Any]:
     if lexical_served(pdpp):
         paths[f"{base}/v1/search"] = {"get": _get(
             pdpp, "Lexical search over the fields the caller may match", "PdppLexicalSearch",
-            _search_parameters(pdpp.lexical.max_limit))}
+            _search_parameters(pdpp.lexical.max_limit, True))}
     semantic = pdpp.semantic
     if semantic is not None and semantic_served(pdpp):
         paths[f"{base}/v1/search/semantic"] = {"get": _get(
             pdpp, "Semantic search over the fields the caller may match",
-            "PdppSemanticSearch", _search_parameters(semantic.max_limit))}
+            "PdppSemanticSearch", _search_parameters(semantic.max_limit, False))}
     return {"paths": paths, "components": {"schemas": _components()}}
 
 
@@ -81,10 +83,13 @@ def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str
     return {**parameter, "description": description} if description else parameter
 
 
-def _search_parameters(max_limit: int) -> list[dict[str, Any]]:
+def _search_parameters(max_limit: int, lexical: bool) -> list[dict[str, Any]]:
+    bounds = f"At most {MAX_QUERY_CHARS} characters (`query_too_long`)" + (
+        f" and {MAX_QUERY_TERMS} distinct search terms, words other than stopwords "
+        "(`too_many_query_terms`)" if lexical else "") + "; a longer query is refused."
     return [
-        {"name": "q", "in": "query", "required": True,
-         "schema": {"type": "string", "minLength": 1}},
+        {"name": "q", "in": "query", "required": True, "description": bounds,
+         "schema": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS}},
         _query("limit", {"type": "integer", "minimum": 1, "maximum": max_limit}),
         _query("cursor", {"type": "string"}),
         _query("streams[]", {"type": "array", "items": {"type": "string"}},

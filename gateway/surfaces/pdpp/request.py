@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl
 from starlette.requests import Request
 
 from gateway.errors import GatewayError
+from gateway.index.query import MAX_QUERY_CHARS, QueryTooLarge, query_terms
 from gateway.integers import ascii_int
 from gateway.surfaces.pdpp.filters import Filter, parse_filter
 
@@ -97,6 +98,30 @@ def limit(params: Params, default: int, maximum: int) -> int:
                                 "message": f"limit was clamped to {maximum}."})
         return maximum
     return value
+
+
+def search_query(params: Params) -> str:
+    """`q` of a search: required, and within MAX_QUERY_CHARS (gateway.index.query)."""
+    q = (params.get("q") or "").strip()
+    if not q:
+        raise invalid("q is required.", "q")
+    if len(q) > MAX_QUERY_CHARS:
+        raise _too_large(QueryTooLarge("chars", MAX_QUERY_CHARS))
+    return q
+
+
+def search_terms(q: str) -> list[str]:
+    """The distinct terms a lexical search of `q` scores, refused past their bounds (its
+    cost grows with them): before any stream is read or any upstream asked."""
+    try:
+        return query_terms(q)
+    except QueryTooLarge as too_large:
+        raise _too_large(too_large) from None
+
+
+def _too_large(error: QueryTooLarge) -> GatewayError:
+    return invalid(f"q has more than {error.limit} {error.what}.", "q",
+                   "query_too_long" if error.bound == "chars" else "too_many_query_terms")
 
 
 def order(params: Params) -> str:

@@ -33,9 +33,10 @@ from gateway.errors import GatewayError
 from gateway.surfaces.pdpp.filters import Filter, matches
 from gateway.surfaces.pdpp.index import lexical_snippet, semantic_snippet
 from gateway.surfaces.pdpp.projection import Access
+from gateway.surfaces.pdpp.request import search_terms
 from gateway.surfaces.pdpp.store import Entry
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
-from gateway.surfaces.pdpp.threads import over_records
+from gateway.surfaces.pdpp.threads import in_thread, over_records
 
 # Hits of one stream that get a snippet, the best first (a semantic one costs an embedding of
 # its sentences): a page never goes deeper, and the rest would cost time for nothing.
@@ -66,7 +67,7 @@ class Ranked:
 async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_for: EntryFor,
                   upstream_search: UpstreamSearch, snippets: bool, wanted: int,
                   searches: Searches | None = None) -> Ranked:
-    terms = tokenize(q)
+    terms = search_terms(q)  # refused past its bounds, before anything is read or asked
     found: list[Found] = []
     truncated = False
     for access in accesses:
@@ -76,24 +77,33 @@ async def lexical(q: str, accesses: list[Access], filters: list[Filter], entry_f
         if access.stream.lexical_op is not None:
             records, full = await upstream_search(access.stream, fields)
             truncated |= full
-            visible = _visible_of(records, access)
-            scored = _upstream_scores([r.key for r in records], visible, fields, set(terms))
-            found += _lexical_found(scored, visible, access, terms, filters, snippets)
+            found += await in_thread(functools.partial(
+                _lexical_upstream, records, access, terms, filters, snippets))
         else:
             entry = await entry_for(access.stream)
             truncated |= _truncated(entry, access)
             found += await _remembered(
                 searches, (entry.serial, "lexical", access.shape, tuple(terms),
-                           tuple(filters), snippets), entry,
+                           tuple(filters), snippets),
                 functools.partial(_lexical_in_index, entry, access, terms, filters, snippets))
     return Ranked(await over_records(len(found), lambda: _rank(found, wanted)), len(found),
                   truncated)
 
 
+def _lexical_upstream(records: list[Record], access: Access, terms: list[str],
+                      filters: list[Filter], snippets: bool) -> list[Found]:
+    """A stream's matches among the records its upstream search answered (in a PDPP thread:
+    each record's matchable texts are tokenized)."""
+    visible = _visible_of(records, access)
+    scored = _upstream_scores([r.key for r in records], visible,
+                              access.matchable("lexical"), set(terms))
+    return _lexical_found(scored, visible, access, terms, filters, snippets)
+
+
 def _lexical_in_index(entry: Entry, access: Access, terms: list[str], filters: list[Filter],
                       snippets: bool) -> list[Found]:
-    """A stream's matches from the gateway's own index (threads.py: building an index, and
-    scoring every record, take time that grows with the stream)."""
+    """A stream's matches from the gateway's own index (in a PDPP thread: its cost grows
+    with the stream and with the query)."""
     visible = _visible(entry, access)
     scored = _index_scores(entry, visible, access.matchable("lexical"), terms)
     return _lexical_found(scored, visible, access, terms, filters, snippets)
@@ -144,7 +154,7 @@ async def semantic(q: str, accesses: list[Access], filters: list[Filter], entry_
         truncated |= _truncated(entry, access)
         found += await _remembered(
             searches, (entry.serial, "semantic", access.shape, tuple(query), tuple(filters),
-                       threshold, model is not None), entry,
+                       threshold, model is not None),
             functools.partial(_semantic_in_index, entry, access, query, filters, threshold,
                               model))
     return Ranked(await over_records(len(found), lambda: _rank(found, wanted)), len(found),
@@ -177,13 +187,13 @@ def _semantic_in_index(entry: Entry, access: Access, query: list[float], filters
     return found
 
 
-async def _remembered(searches: Searches | None, key: Hashable, entry: Entry,
+async def _remembered(searches: Searches | None, key: Hashable,
                       search: Callable[[], list[Found]]) -> list[Found]:
-    """`search()` (threads.py), or what it gave for the same key (the caller's copy: the list
-    is shared)."""
+    """`search()` in a PDPP thread, whatever the stream's size (its cost grows with the query
+    too), or what it gave for the same key (the caller's copy: the list is shared)."""
     found = searches.get(key) if searches is not None else None
     if found is None:
-        found = await over_records(len(entry.snapshot.records), search)
+        found = await in_thread(search)
         if searches is not None:
             searches.put(key, found, _size(found))
     return found

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Protocol
 
 import jmespath
 
+from gateway.index.query import MAX_QUERY_TERMS, query_words
 from gateway.mapping import Expression, MappingError
 from gateway.model import Page
 from gateway.operations import K, Operation, Placeholders, compile_operation, placeholder
@@ -67,7 +68,8 @@ class FieldSearch(Placeholders):
     fields_csv: str = placeholder("the same fields, comma-separated")
     fts5_match: str = placeholder(
         "the query as an SQLite FTS5 expression over only those fields, `{name summary} : "
-        "(\"word\" \"word\")`: each word of `q` (at most 32) a quoted string, so nothing typed "
+        "(\"word\" \"word\")`: each distinct word of `q` "
+        f"(at most {MAX_QUERY_TERMS}) a quoted string, so nothing typed "
         "is read as FTS5 syntax (for SQLite-backed APIs such as Datasette: "
         "`_search={fts5_match}&_searchmode=raw`)")
     subject: str = placeholder(SUBJECT)
@@ -80,15 +82,12 @@ class FieldSearch(Placeholders):
                    fts5_match=fts5_match(query, fields), subject=subject, limit=limit)
 
 
-MAX_FTS5_WORDS = 32
-
-
 def fts5_match(query: str, fields: tuple[str, ...]) -> str:
-    """`{field field} : ("word" "word")`: every word of the query (at most MAX_FTS5_WORDS) a
-    quoted FTS5 string, so nothing the caller typed is read as FTS5 syntax (an operator, a
-    column filter of its own), all of them matched within `fields` only. Field names are
-    FTS5 barewords (config allows no others)."""
-    words = query.split()[:MAX_FTS5_WORDS]
+    """`{field field} : ("word" "word")`: every distinct word of the query (at most
+    MAX_QUERY_TERMS, gateway.index.query) a quoted FTS5 string, so nothing the caller typed is
+    read as FTS5 syntax (an operator, a column filter of its own), all of them matched within
+    `fields` only. Field names are FTS5 barewords (config allows no others)."""
+    words = query_words(query)
     strings = " ".join('"' + word.replace('"', '""') + '"' for word in words)
     return "{" + " ".join(fields) + "} : (" + strings + ")"
 

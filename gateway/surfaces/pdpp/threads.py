@@ -1,6 +1,7 @@
 """Work over a whole stream (scoring, building an index, filtering and ordering a listing) in
-PDPP threads once the stream is big: searches and listings of big streams queue there instead
-of taking every core, and never hold the event loop.
+PDPP threads: index searches always (their cost grows with the query too, search.py),
+listings once the stream is big. They queue there instead of taking every core, and never
+hold the event loop.
 
 Two pools of two threads: one for work a request waits for (normal priority: searches,
 listings, a stream's first read), one for its refreshes (`in_background`: lower priority,
