@@ -40,6 +40,9 @@ JSON_VALUES: dict[str, Any] = {"null": None, "boolean": True, "integer": 7, "num
 PYTHON_TEXT = re.compile(r"object has no attribute|Traceback|Error\b|Exception|'(list|dict|int|"
                          r"str|NoneType|bool|float)'|unhashable|not subscriptable|\.py\b")
 HEADERS = {"accept": "application/json, text/event-stream"}
+OWNED = {"name": "Owned", "description": "An agent the test caller registered.", "version": "1",
+         "capabilities": ["echo"], "endpoint": "https://owned.agents.example.com/run",
+         "inputs": {"type": "object"}, "outputs": {"type": "object"}}
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +55,10 @@ def gateway(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     wait_for_http(idp.url + "/admin/stats", process=idp_process.popen)
     idp.publish(KEY)
     started = Gateway(demo_config(backend, idp.url, policies(workdir)), workdir)
+    # An agent of the caller's own, so that changing and removing agents are offered too.
+    owned = httpx.post(started.url + "/agents", json=OWNED,
+                       headers={"authorization": f"Bearer {bearer()}"})
+    assert owned.status_code == 201, owned.text
     yield started
     started.stop()
     idp_process.stop()
@@ -139,7 +146,7 @@ def test_every_wrong_type_of_every_argument_is_invalid_params_over_raw_json_rpc(
             assert_names_the_argument(answer.json().get("error") or {}, argument,
                                       (path, name, argument, kind, answer.text))
             tried += 1
-    assert tried > 200  # every tool of every endpoint, about five arguments each
+    assert tried > 450  # every tool of every endpoint, about five arguments each
     # What the issue found: a list as PDPP's filter was Python's AttributeError text.
     stderr = gateway.process.stderr()
     assert "has no attribute" not in stderr
