@@ -14,16 +14,15 @@ Refusals for a value (a sample of the advertised type the route finds wrong) are
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
-from idp_helpers import FakeIdp
+from idp_helpers import running_idp
 from inprocess import InProcessGateway
-from processes import ROOT, Gateway, Process, free_port, wait_for_http
+from processes import Gateway
 from test_mcp import KEY, arguments, demo_config, policies, token
 
 from gateway.surfaces.aidip.metadata import AGENT_SCHEMA
@@ -48,20 +47,15 @@ def gateway(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """The MCP tests' demo gateway, with rate limits it does not reach: this test makes a few
     hundred calls in seconds, and a 429 would hide what the route says."""
     workdir = tmp_path_factory.mktemp("advertised")
-    port = free_port()
-    idp_process = Process([sys.executable, str(ROOT / "tests" / "fake_idp.py"), str(port),
-                           "gw", "gw-secret"], workdir, "idp")
-    idp = FakeIdp(f"http://127.0.0.1:{port}")
-    wait_for_http(idp.url + "/admin/stats", process=idp_process.popen)
-    idp.publish(KEY)
-    config = demo_config(backend, idp.url, policies(workdir))
-    for rule in config["rate_limits"]["rules"]:
-        rule.update(limit="100000/minute")
-        rule.pop("burst", None), rule.pop("tiers", None)
-    started = InProcessGateway(config, workdir)
-    yield started
-    started.stop()
-    idp_process.stop()
+    with running_idp(workdir) as idp:
+        idp.publish(KEY)
+        config = demo_config(backend, idp.url, policies(workdir))
+        for rule in config["rate_limits"]["rules"]:
+            rule.update(limit="100000/minute")
+            rule.pop("burst", None), rule.pop("tiers", None)
+        started = InProcessGateway(config, workdir)
+        yield started
+        started.stop()
 
 
 @dataclass

@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import logging
 import re
-import sys
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -21,12 +20,12 @@ import httpx2
 import pytest
 from hypothesis import find
 from hypothesis import strategies as st
-from idp_helpers import FakeIdp
+from idp_helpers import running_idp
 from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from processes import ROOT, Gateway, Process, free_port, wait_for_http
+from processes import Gateway
 from test_mcp import KEY, demo_config, policies
 
 from gateway.surfaces.mcp import server
@@ -48,20 +47,17 @@ OWNED = {"name": "Owned", "description": "An agent the test caller registered.",
 @pytest.fixture(scope="module")
 def gateway(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("mcp-arguments")
-    port = free_port()
-    idp_process = Process([sys.executable, str(ROOT / "tests" / "fake_idp.py"), str(port),
-                           "gw", "gw-secret"], workdir, "idp")
-    idp = FakeIdp(f"http://127.0.0.1:{port}")
-    wait_for_http(idp.url + "/admin/stats", process=idp_process.popen)
-    idp.publish(KEY)
-    started = Gateway(demo_config(backend, idp.url, policies(workdir)), workdir)
-    # An agent of the caller's own, so that changing and removing agents are offered too.
-    owned = httpx.post(started.url + "/agents", json=OWNED,
-                       headers={"authorization": f"Bearer {bearer()}"})
-    assert owned.status_code == 201, owned.text
-    yield started
-    started.stop()
-    idp_process.stop()
+    with running_idp(workdir) as idp:
+        idp.publish(KEY)
+        started = Gateway(demo_config(backend, idp.url, policies(workdir)), workdir)
+        try:
+            # An agent of the caller's own, so that changing and removing it are offered too.
+            owned = httpx.post(started.url + "/agents", json=OWNED,
+                               headers={"authorization": f"Bearer {bearer()}"})
+            assert owned.status_code == 201, owned.text
+            yield started
+        finally:
+            started.stop()
 
 
 def bearer() -> str:

@@ -19,7 +19,7 @@ import httpx2
 import jwt
 import pytest
 import yaml
-from idp_helpers import AUDIENCE, FakeIdp
+from idp_helpers import AUDIENCE, running_idp
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -29,7 +29,7 @@ from mcp.shared.auth import (
     OAuthClientMetadata,
     OAuthToken,
 )
-from processes import ROOT, Gateway, Process, free_port, wait_for_http
+from processes import Gateway, Process, free_port, wait_for_http
 from test_mcp import KEY, demo_config, policies
 
 CALLBACK = "http://127.0.0.1:9/callback"  # never reached: the test reads the redirect
@@ -50,20 +50,16 @@ def deployment(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """The demo config's gateway (its own URL as public_base_url), trusting the test IdP
     (tokens of any audience are minted there) and the demo issuer."""
     workdir = tmp_path_factory.mktemp("mcp-oauth")
-    idp_port, issuer_port = free_port(), free_port()
-    idp_process = Process([sys.executable, str(ROOT / "tests" / "fake_idp.py"),
-                           str(idp_port), "gw", "gw-secret"], workdir, "idp")
-    idp = FakeIdp(f"http://127.0.0.1:{idp_port}")
-    wait_for_http(idp.url + "/admin/stats", process=idp_process.popen)
-    idp.publish(KEY)
-    config = demo_config(backend, idp.url, policies(workdir))
-    issuer = f"http://127.0.0.1:{issuer_port}"
-    config["auth"]["issuers"].append({"issuer": issuer, "audiences": ["aigw-demo"],
-                                      "jwks_uri": issuer + "/.well-known/jwks.json"})
-    gateway = Gateway(config, workdir, public=True)
-    yield Deployment(gateway, issuer_port)
-    gateway.stop()
-    idp_process.stop()
+    issuer_port = free_port()
+    with running_idp(workdir) as idp:
+        idp.publish(KEY)
+        config = demo_config(backend, idp.url, policies(workdir))
+        issuer = f"http://127.0.0.1:{issuer_port}"
+        config["auth"]["issuers"].append({"issuer": issuer, "audiences": ["aigw-demo"],
+                                          "jwks_uri": issuer + "/.well-known/jwks.json"})
+        gateway = Gateway(config, workdir, public=True)
+        yield Deployment(gateway, issuer_port)
+        gateway.stop()
 
 
 @pytest.fixture(scope="module")
