@@ -30,6 +30,7 @@ from test_mcp import KEY, demo_config, policies
 
 from gateway.surfaces.mcp import server
 from gateway.surfaces.mcp.tools import McpTool
+from gateway.surfaces.mcp.transport import TransportRules
 
 ENDPOINTS = ("/mcp", "/mcp/pdpp", "/mcp/aidre", "/mcp/aidip", "/mcp/aip")
 SCOPES = "articles:read messages:read tasks:run agents:register agents:find"
@@ -186,7 +187,7 @@ def test_a_failure_inside_a_tool_is_an_internal_error_without_its_text(caplog):
         raise RuntimeError(f"secret detail {arguments['q']}")
 
     tool = McpTool("broken", "A tool that fails.", {"type": "object"}, "GET", "/x", broken)
-    endpoint = server.McpEndpoint("test", [tool], max_body_bytes=1024, hosts=[], origins=[],
+    endpoint = server.McpEndpoint("test", [tool], rules=TransportRules((), (), 1024),
                                   instructions=None)
     endpoint._ways["broken"] = None  # no route to ask the policy about
     params = server.types.CallToolRequestParams(name="broken", arguments={"q": "hunter2"})
@@ -215,7 +216,7 @@ def test_a_gateway_error_inside_a_tool_is_a_tool_error_with_its_code():
     tool = dataclasses.replace(
         McpTool("big", "A tool whose answer is too large.", {"type": "object"}, "GET", "/x",
                 refused))
-    endpoint = server.McpEndpoint("test", [tool], max_body_bytes=1024, hosts=[], origins=[],
+    endpoint = server.McpEndpoint("test", [tool], rules=TransportRules((), (), 1024),
                                   instructions=None)
     endpoint._ways["big"] = None
     params = server.types.CallToolRequestParams(name="big", arguments={})
