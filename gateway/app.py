@@ -75,6 +75,7 @@ class GatewayApp:
         )
         if outer is not None:
             ctx.parent = outer.request_id
+            ctx.served_for = outer.ctx.served_for or outer.ctx.path
         tagged_send = _tagging_send(send, ctx, generation)
         if has_body(scope["headers"]):
             listen = generation.settings.listen

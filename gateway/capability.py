@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, PrivateAttr
 
+from gateway.schema_text import params_text
 from gateway.strict import Strict
 
 _ID = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -84,3 +85,20 @@ class Capability(Strict):
         {}, description="Parameter name -> 'type, required|optional[, qualifiers] — meaning'."
     )
     returns: Returns | None = Field(None, description="Compact shape, e.g. 'items[] {id, title}'.")
+    # The JSON Schema its route enforces on the arguments, for a surface's own capability
+    # whose route has one (never set from config): enforced_capability.
+    _request_schema: dict[str, Any] | None = PrivateAttr(None)
+
+    @property
+    def request_schema(self) -> dict[str, Any] | None:
+        return self._request_schema
+
+
+def enforced_capability(schema: dict[str, Any], meanings: dict[str, str] | None = None,
+                        **fields: Any) -> Capability:
+    """A capability whose params are written from `schema`, the JSON Schema its route
+    enforces on the arguments (gateway.schema_text; `meanings` replace descriptions the schema
+    does not write for a caller), and which keeps it for the tools that describe it further."""
+    capability = Capability(params=params_text(schema, meanings), **fields)
+    capability._request_schema = schema
+    return capability

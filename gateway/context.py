@@ -58,3 +58,6 @@ class RequestContext:
     # An inner request (gateway.inner) names the request it serves inside; that one counts them.
     parent: str | None = None
     inner_requests: int = 0
+    # An inner request is made for the caller of the request it serves inside, at that one's
+    # path: the resource its credential was presented to (gateway.auth.audiences).
+    served_for: str | None = None

@@ -242,13 +242,15 @@ class Pipeline:
         targets: Mapping[str, ProxyTarget] | None = None,
         *, egress: Mapping[str, EgressClient] | None = None, urls: UpstreamUrls | None = None,
         own_resources: Sequence[str] = (),
+        resource_audiences: Mapping[str, tuple[str, ...]] | None = None,
     ) -> Pipeline:
         """The stages a config asks for; `storage` is the rate-limit store to count in,
         `resources` the surfaces' collections and streams the policy decides on,
         `failure_store` the `limits` storage failed authentications are counted in, and
         `targets` the upstreams operations are called on, `egress` each surface's client for
         URLs its clients registered, `urls` what upstream URLs become in surface answers, and
-        `own_resources` the path prefixes that are protected resources of their own."""
+        `own_resources` the path prefixes that are protected resources of their own, and
+        `resource_audiences` the token audiences accepted at such a resource only."""
         settings = loaded.settings
         authenticator = limiter = None
         from gateway.policy.engine import PolicyEngine
@@ -256,13 +258,15 @@ class Pipeline:
         assert loaded.bundle is not None
         policy = PolicyEngine(resources or {}, loaded.bundle)
         if settings.auth is not None:
+            from gateway.auth.audiences import ResourceAudiences
             from gateway.auth.authenticator import Authenticator as BearerAuthenticator
             from gateway.auth.metadata import MetadataUrls, resource_identifier
 
             resource = resource_identifier(settings.auth, settings.public_base_url)
             metadata = MetadataUrls(resource, tuple(own_resources))
             authenticator = BearerAuthenticator(settings.auth, metadata,
-                                                public_paths, loaded.bundle, failure_store)
+                                                public_paths, loaded.bundle, failure_store,
+                                                ResourceAudiences(resource_audiences))
         if settings.rate_limits is not None and settings.rate_limits.rules:
             from gateway.ratelimit.limiter import Limiter
 

@@ -66,6 +66,8 @@ class Generation:
         self.trusted_networks = parse_networks(settings.proxy.trusted_proxies)
         self.mounts = _mount_surfaces(loaded, lease)
         own_resources = [path for mount in self.mounts for path in mount.own_resources]
+        audiences = {path: accepted for mount in self.mounts
+                     for path, accepted in mount.resource_audiences.items()}
         self.owners = PathOwners(self.mounts,
                                  core_documents(settings, loaded.bundle, own_resources))
         self.resources = {name: resource for mount in self.mounts
@@ -81,7 +83,8 @@ class Generation:
                                              self.resources, _failure_store(loaded, lease),
                                              self.targets, egress=_egress(self.mounts, lease),
                                              urls=_upstream_urls(settings, self.owners),
-                                             own_resources=own_resources)
+                                             own_resources=own_resources,
+                                             resource_audiences=audiences)
         self.revision = loaded.bundle.revision if loaded.bundle is not None else "none"
         self.active = 0
         self.retired = False

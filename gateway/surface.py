@@ -137,6 +137,9 @@ class Mount:
     # the resource its clients ask tokens for): the core serves each one's RFC 9728 metadata at
     # the well-known path with the prefix appended, and its 401s point there.
     own_resources: tuple[str, ...] = ()
+    # For such a resource, the token audiences accepted there and nowhere else (its own URL,
+    # RFC 8707, as its metadata names it): gateway.auth.audiences.
+    resource_audiences: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.prefixes:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import jwt
@@ -37,6 +38,8 @@ CLIENTS = {
     "grantee": {"secret": "s3cret4", "scopes": ["messages:read"],
                 "grant": {"messages": ["id", "subject"], "articles": "*"}},
     "odd": {"secret": "p+a/ss:w%20rd", "scopes": ["articles:read"]},
+    "signin": {"secret": "s3cret5", "scopes": ["articles:read"], "subject": "u-002",
+               "redirect_uris": ["http://127.0.0.1:9/cb"]},
 }
 GRANT_DETAILS = [{"type": "pdpp_grant", "streams": [
     {"name": "messages", "fields": ["id", "subject"]}, {"name": "articles", "fields": "*"}]}]
@@ -88,11 +91,15 @@ def access_token(issuer: Issuer, client: str, **form: str) -> str:
 
 def verify(issuer: Issuer, token: str) -> dict[str, Any]:
     """The token's claims, verified with pyjwt against the JWKS the issuer serves."""
+    return verify_for(issuer, token, AUDIENCE)
+
+
+def verify_for(issuer: Issuer, token: str, audience: str) -> dict[str, Any]:
     keys = jwt.PyJWKSet.from_dict(httpx.get(issuer.url + "/.well-known/jwks.json").json())
     kid = jwt.get_unverified_header(token)["kid"]
     key = next(key for key in keys.keys if key.key_id == kid)
-    return jwt.decode(token, key.key, algorithms=["RS256"], audience=AUDIENCE, issuer=issuer.url,
-                      options={"require": ["exp", "iat", "nbf", "jti"]})
+    return jwt.decode(token, key.key, algorithms=["RS256"], audience=audience,
+                      issuer=issuer.url, options={"require": ["exp", "iat", "nbf", "jti"]})
 
 
 def introspect(issuer: Issuer, token: str, auth: tuple[str, str] | None = ("agent", "s3cret"),
@@ -111,7 +118,9 @@ def test_metadata_and_jwks(issuer: Issuer) -> None:
     assert meta["issuer"] == issuer.url
     assert meta["token_endpoint"] == issuer.url + "/token"
     assert meta["introspection_endpoint"] == issuer.url + "/introspect"
-    assert meta["grant_types_supported"] == ["client_credentials"]
+    assert meta["grant_types_supported"] == ["client_credentials", "authorization_code"]
+    assert meta["authorization_endpoint"] == issuer.url + "/authorize"
+    assert meta["code_challenge_methods_supported"] == ["S256"]
     assert meta["token_endpoint_auth_methods_supported"] == ["client_secret_basic",
                                                              "client_secret_post"]
     assert meta["scopes_supported"] == ["articles:read", "messages:read"]
@@ -180,6 +189,78 @@ def test_token_errors(issuer: Issuer, client: str, secret: str, form: dict[str, 
     assert response.headers["cache-control"] == "no-store"
     if status == 401:
         assert response.headers["www-authenticate"] == 'Basic realm="aigw-demo"'
+
+
+VERIFIER = "v" * 64
+CHALLENGE = base64.urlsafe_b64encode(hashlib.sha256(VERIFIER.encode()).digest()).rstrip(
+    b"=").decode()
+SIGN_IN = {"response_type": "code", "client_id": "signin", "redirect_uri": "http://127.0.0.1:9/cb",
+           "state": "st-1", "code_challenge": CHALLENGE, "code_challenge_method": "S256"}
+
+
+def authorized(issuer: Issuer, **changes: str) -> dict[str, str]:
+    """What /authorize redirected to the client with."""
+    answer = httpx.get(issuer.url + "/authorize", params={**SIGN_IN, **changes})
+    assert answer.status_code == 302, answer.text
+    location = answer.headers["location"]
+    assert location.startswith(SIGN_IN["redirect_uri"] + "?")
+    return dict(parse_qsl(urlsplit(location).query))
+
+
+def redeemed(issuer: Issuer, code: str, **changes: str) -> httpx.Response:
+    form = {"grant_type": "authorization_code", "code": code, "code_verifier": VERIFIER,
+            "redirect_uri": SIGN_IN["redirect_uri"], **changes}
+    return httpx.post(issuer.url + "/token", data=form, auth=("signin", "s3cret5"))
+
+
+def test_the_authorization_code_grant_with_pkce_and_a_resource(issuer: Issuer) -> None:
+    sent = authorized(issuer, resource="https://api.example.com/mcp",
+                      scope="articles:read messages:read")
+    assert sent["state"] == "st-1" and sent["iss"] == issuer.url
+    answer = redeemed(issuer, sent["code"])
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["scope"] == "articles:read"  # the requested scopes it has
+    claims = verify_for(issuer, answer.json()["access_token"], "https://api.example.com/mcp")
+    assert claims["sub"] == "u-002" and claims["client_id"] == "signin"
+    again = redeemed(issuer, sent["code"])  # a code is good once
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
+    plain = redeemed(issuer, authorized(issuer)["code"])
+    assert verify(issuer, plain.json()["access_token"])["aud"] == AUDIENCE
+
+
+@pytest.mark.parametrize(("changes", "error"), [
+    ({"code_verifier": "w" * 64}, "invalid_grant"),
+    ({"redirect_uri": "http://127.0.0.1:9/other"}, "invalid_grant"),
+    ({"resource": "https://other.example.com/"}, "invalid_target"),
+])
+def test_a_code_exchange_must_match_its_authorization(issuer: Issuer, changes: dict[str, str],
+                                                      error: str) -> None:
+    code = authorized(issuer, resource="https://api.example.com/mcp")["code"]
+    answer = redeemed(issuer, code, **changes)
+    assert answer.status_code == 400 and answer.json()["error"] == error
+
+
+@pytest.mark.parametrize(("changes", "error"), [
+    ({"code_challenge_method": "plain"}, "invalid_request"),
+    ({"code_challenge": "short"}, "invalid_request"),
+    ({"response_type": "token"}, "unsupported_response_type"),
+    ({"resource": "https://api.example.com/mcp#frag"}, "invalid_target"),
+    ({"resource": "/mcp"}, "invalid_target"),
+    ({"scope": "admin"}, "invalid_scope"),
+])
+def test_authorization_errors_are_redirected(issuer: Issuer, changes: dict[str, str],
+                                             error: str) -> None:
+    sent = authorized(issuer, **changes)
+    assert sent["error"] == error and sent["state"] == "st-1" and "code" not in sent
+
+
+@pytest.mark.parametrize("changes", [{"client_id": "agent"}, {"client_id": "nobody"},
+                                     {"redirect_uri": "https://evil.example.com/cb"}])
+def test_an_unregistered_redirect_is_never_followed(issuer: Issuer,
+                                                    changes: dict[str, str]) -> None:
+    answer = httpx.get(issuer.url + "/authorize", params={**SIGN_IN, **changes})
+    assert answer.status_code == 400 and "location" not in answer.headers
+    assert answer.json()["error"] == "invalid_request"
 
 
 def test_token_requests_need_a_form_body_and_client_auth(issuer: Issuer) -> None:

@@ -29,6 +29,12 @@ REFUSALS = {"description": "Test callers refused the articles.", "owner": "tests
      "effect": "deny", "when": {"clients": [REFUSED]},
      "description": f"{REFUSED} may not read {name}."}
     for name in ("articles", "help-articles")]}
+# Agent metadata of the schema's shape (the tools check it) that the registry refuses all the
+# same: its endpoint is outside the egress origins.
+ELSEWHERE = {"name": "Elsewhere", "description": "An agent the registry may not call.",
+             "version": "1", "capabilities": ["echo"],
+             "endpoint": "https://agent.elsewhere.example/run",
+             "inputs": {"type": "object"}, "outputs": {"type": "object"}}
 
 
 def policies(workdir: Path) -> Path:
@@ -172,11 +178,11 @@ def test_registering_is_offered_to_the_callers_the_rules_let_register(gateway):
         assert "aidip_register_agent" not in tool_names(gateway, path, reader)
         assert "aidip_register_agent" in tool_names(gateway, path, registrant)
     assert "aidip_register_agent" in tool_names(gateway, "/mcp", token("agents:admin"))
-    refused = call(gateway, "/mcp", "aidip_register_agent", {"body": {}}, reader)
+    refused = call(gateway, "/mcp", "aidip_register_agent", {"body": ELSEWHERE}, reader)
     assert refused.is_error  # the tool error of a tool not offered
     assert (refused.structured_content["error"]["status"],
             refused.structured_content["error"]["code"]) == (403, "forbidden")
-    checked = call(gateway, "/mcp", "aidip_register_agent", {"body": {}}, registrant)
+    checked = call(gateway, "/mcp", "aidip_register_agent", {"body": ELSEWHERE}, registrant)
     assert checked.structured_content["error"]["code"] == "InvalidInput"  # past the policy
 
 
@@ -232,7 +238,8 @@ def arguments(stream: str) -> dict[str, dict[str, Any]]:
         "aidip_list_agents": {}, "aidip_search_agents": {"query": "classify"},
         "aidip_get_agent": {"id": "classifier"},
         "aidip_invoke_agent": {"id": "classifier", "body": {"text": "I was charged twice"}},
-        "aidip_register_agent": {"body": {}}, "aidip_update_agent": {"id": "none", "body": {}},
+        "aidip_register_agent": {"body": ELSEWHERE},
+        "aidip_update_agent": {"id": "none", "body": ELSEWHERE},
         "aidip_delete_agent": {"id": "none"},
         "search_articles": {"q": "password"}, "get_article": {"id": "art-0001"},
         "classify_text": {"text": "I was charged twice"},

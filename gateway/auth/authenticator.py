@@ -12,6 +12,7 @@ import httpx
 from gateway import tracing
 from gateway.asgi import Scope
 from gateway.auth.apikeys import ApiKeyStore
+from gateway.auth.audiences import Limit, ResourceAudiences
 from gateway.auth.cache import TtlCache, digest
 from gateway.auth.config import Auth
 from gateway.auth.credentials import BadCredentials, Credential, OversizedToken, extract
@@ -33,15 +34,19 @@ from gateway.ratelimit.counters import limits_storage
 
 class Authenticator:
     def __init__(self, auth: Auth, metadata: MetadataUrls, public_paths: frozenset[str],
-                 bundle: PolicyBundle | None = None, failure_store: Any = None) -> None:
+                 bundle: PolicyBundle | None = None, failure_store: Any = None,
+                 audiences: ResourceAudiences | None = None) -> None:
         self.auth = auth
         self.routes = RouteTable(auth, public_paths, bundle)
         self._metadata = metadata
+        self._audiences = audiences or ResourceAudiences()
         self._http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
-        self._jwt = JwtVerifier(auth.issuers, self._http) if auth.issuers else None
+        self._jwt = JwtVerifier(auth.issuers, self._http, self._audiences.audiences) \
+            if auth.issuers else None
         self._introspector = Introspector(auth.introspection) if auth.introspection else None
         self.api_keys = ApiKeyStore(auth.api_keys) if auth.api_keys else None
-        self._verified: TtlCache[Principal] = TtlCache(auth.verified_cache_size)
+        # Each verified credential's caller, and where it may be used (audiences.py).
+        self._verified: TtlCache[tuple[Principal, Limit]] = TtlCache(auth.verified_cache_size)
         self._failures = None if auth.failure_limit is None else FailureLimiter(
             auth.failure_limit, failure_store or limits_storage("memory://", "", 1.0))
 
@@ -78,7 +83,11 @@ class Authenticator:
             if credential is None:
                 return ANONYMOUS
             tracing.annotate({"aigw.auth.credential": credential.kind})
-            return await self._resolve(ctx.client, credential)
+            principal, limit = await self._resolve(ctx.client, credential)
+            # An inner request is served for the resource its outer request was made to.
+            if not self._audiences.admits(limit, ctx.served_for or ctx.path):
+                raise InvalidToken("The token is not meant for this resource.")
+            return principal
         except BadCredentials as exc:
             return await self._failed(ctx, 401, "invalid_request", str(exc))
         except OversizedToken:
@@ -92,49 +101,52 @@ class Authenticator:
                                 "The token could not be checked right now; retry later.",
                                 path=ctx.path)
 
-    async def _resolve(self, address: str, credential: Credential) -> Principal:
-        """The credential's principal: from the cache of verified ones, else verified now,
-        which an address past its failure limit is refused (`TooManyFailures`)."""
+    async def _resolve(self, address: str, credential: Credential) -> tuple[Principal, Limit]:
+        """The credential's principal and where it may be used: from the cache of verified
+        ones, else verified now, which an address past its failure limit is refused
+        (`TooManyFailures`)."""
         if credential.kind == "bearer":
-            found, principal = self._verified.get(credential.value)
+            found, verified = self._verified.get(credential.value)
             tracing.annotate({"aigw.auth.cache": "hit" if found else "miss"})
-            if found and principal is not None:
-                return principal
+            if found and verified is not None:
+                return verified
         if self._failures is None:
             return await self._verify(credential)
         async with self._failures.verifying(address, digest(credential.value)):
             return await self._verify(credential)
 
-    async def _verify(self, credential: Credential) -> Principal:
+    async def _verify(self, credential: Credential) -> tuple[Principal, Limit]:
         if credential.kind == "api_key":
             principal = self.api_keys.principal(credential.value) if self.api_keys else None
             if principal is None:
                 raise InvalidToken("The API key is not recognised.")
-            return principal
+            return principal, None
         if self._jwt is not None:
             try:
                 issuer, claims = await self._jwt.verify(credential.value)
             except NotOurs:
                 pass
             else:
-                principal = self._principal(claims, issuer.token_kind_claim,
-                                            issuer.default_token_kind, issuer.grant_claim)
-                self._verified.put(credential.value, principal, claims["exp"] - time.time())
-                return principal
+                verified = (self._principal(claims, issuer.token_kind_claim,
+                                            issuer.default_token_kind, issuer.grant_claim),
+                            self._audiences.limit(claims["aud"], issuer.audiences))
+                self._verified.put(credential.value, verified, claims["exp"] - time.time())
+                return verified
         if self._introspector is not None:
             return await self._introspect(credential.value)
         raise InvalidToken("The token is not recognised.")
 
-    async def _introspect(self, token: str) -> Principal:
+    async def _introspect(self, token: str) -> tuple[Principal, Limit]:
         assert self._introspector is not None
         answer = await self._introspector.introspect(token)
         if answer is None:
             raise InvalidToken("The token is not active.")
         settings = self._introspector.settings
-        principal = self._principal(answer, settings.token_kind_field,
-                                    settings.default_token_kind, None)
-        self._verified.put(token, principal, self._introspector.positive_ttl(answer))
-        return principal
+        verified = (self._principal(answer, settings.token_kind_field,
+                                    settings.default_token_kind, None),
+                    self._audiences.limit(answer.get("aud"), None))
+        self._verified.put(token, verified, self._introspector.positive_ttl(answer))
+        return verified
 
     def _principal(self, claims: dict, kind_claim: str | None, default_kind: str,
                    grant_claim: str | None) -> Principal:

@@ -267,6 +267,12 @@ class DemoClient(Strict):
         description="`jwt`: a signed JWT; `opaque`: a random token the gateway checks by "
         "introspection.",
     )
+    redirect_uris: list[Url] = Field(
+        [], max_length=16,
+        description="Redirect URIs of a client that signs in with the authorization-code grant "
+        "and PKCE (an agent platform's client, say); its codes are approved at once, for "
+        "`subject`, as the demo has no users to ask.",
+    )
 
 
 class DemoIssuer(Strict):

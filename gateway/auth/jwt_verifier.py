@@ -24,8 +24,13 @@ class NotOurs(Exception):
 
 
 class JwtVerifier:
-    def __init__(self, issuers: list[Issuer], http: httpx.AsyncClient) -> None:
+    def __init__(self, issuers: list[Issuer], http: httpx.AsyncClient,
+                 resource_audiences: list[str] | None = None) -> None:
+        """`resource_audiences`: accepted from every issuer besides its own `audiences`
+        (those of resources of the gateway's own: the caller decides where such a token
+        may be used, gateway.auth.audiences)."""
         self._issuers = {issuer.issuer: (issuer, JwksCache(issuer, http)) for issuer in issuers}
+        self._more = list(resource_audiences or ())
 
     async def verify(self, token: str) -> tuple[Issuer, dict[str, Any]]:
         """Verified claims; `NotOurs` when the token is no JWT of a configured issuer."""
@@ -49,14 +54,15 @@ class JwtVerifier:
             raise InvalidToken("The token's signing key is unknown.")
         if key.key_type != _KEY_TYPES.get(algorithm[:2]):
             raise InvalidToken("The token's signing algorithm does not match its key.")
-        return issuer, _decode(token, key, algorithm, issuer)
+        return issuer, _decode(token, key, algorithm, issuer, [*issuer.audiences, *self._more])
 
 
 _TIME_CLAIMS = ("exp", "nbf", "iat")
 
 
-def _decode(token: str, key: jwt.PyJWK, algorithm: str, issuer: Issuer) -> dict[str, Any]:
-    claims = _verified_claims(token, key, algorithm, issuer)
+def _decode(token: str, key: jwt.PyJWK, algorithm: str, issuer: Issuer,
+            audiences: list[str]) -> dict[str, Any]:
+    claims = _verified_claims(token, key, algorithm, issuer, audiences)
     # RFC 7519 §2 makes these NumericDate values; PyJWT also takes "123" and leaves it a string.
     for name in _TIME_CLAIMS:
         value = claims.get(name)
@@ -65,11 +71,11 @@ def _decode(token: str, key: jwt.PyJWK, algorithm: str, issuer: Issuer) -> dict[
     return claims
 
 
-def _verified_claims(token: str, key: jwt.PyJWK, algorithm: str,
-                     issuer: Issuer) -> dict[str, Any]:
+def _verified_claims(token: str, key: jwt.PyJWK, algorithm: str, issuer: Issuer,
+                     audiences: list[str]) -> dict[str, Any]:
     try:
         return jwt.decode(
-            token, key.key, algorithms=[algorithm], audience=issuer.audiences,
+            token, key.key, algorithms=[algorithm], audience=audiences,
             issuer=issuer.issuer, leeway=issuer.clock_skew,
             options={"require": ["exp", "iss", "aud"], "verify_iat": True},
         )

@@ -1,10 +1,14 @@
-"""A local OAuth 2.0 token issuer for the aigw demo (client credentials grant only).
+"""A local OAuth 2.0 token issuer for the aigw demo: the client credentials grant, and the
+authorization-code grant with PKCE for clients with `redirect_uris` (authorize.py).
 
 GET  /.well-known/jwks.json                   -> public JWK Set, cacheable for 5 minutes
 GET  /.well-known/oauth-authorization-server  -> RFC 8414 metadata
-POST /token       grant_type=client_credentials [scope=...]
+GET  /authorize   the authorization-code grant's first step (authorize.py)
+POST /token       grant_type=client_credentials [scope=...] [resource=...], or
+                  grant_type=authorization_code (authorize.py)
      -> RFC 6749 §5.1 {access_token, token_type, expires_in, scope}: an RS256 JWT, or an
-        opaque token (kept in memory) for clients with token_format "opaque"
+        opaque token (kept in memory) for clients with token_format "opaque"; its `aud` is the
+        RFC 8707 `resource` asked for, else the configured audience
 POST /introspect  token=...  -> RFC 7662 answer for this issuer's JWTs and opaque tokens
 
 Both POST endpoints take application/x-www-form-urlencoded bodies and authenticate a configured
@@ -33,6 +37,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.auth.config import DemoClient, DemoIssuer
+from gateway.demo.authorize import (
+    AuthorizeError,
+    Codes,
+    query_of,
+    redeem,
+    redirect,
+    resource_of,
+)
+from gateway.demo.authorize import authorize as approve
 from gateway.demo.keys import Key, load_or_create_key, public_jwks
 from gateway.demo.tokens import mint_token, read_token, token_claims
 
@@ -61,11 +74,13 @@ class IssuerState:
         self.settings, self.key = settings, key
         self.jwks = public_jwks(key)
         self.opaque: dict[str, dict[str, Any]] = {}
+        self.codes = Codes()
 
-    def issue(self, client_id: str, client: DemoClient, scopes: list[str]) -> str:
+    def issue(self, client_id: str, client: DemoClient, scopes: list[str],
+              audience: str | None = None) -> str:
         settings = self.settings
         options: dict[str, Any] = {
-            "issuer": settings.url, "audience": settings.audience,
+            "issuer": settings.url, "audience": audience or settings.audience,
             "subject": client.subject or client_id,
             "client_id": client_id, "scopes": scopes, "kind": client.kind,
             "grant": client.grant, "ttl": settings.ttl,
@@ -147,8 +162,11 @@ def _metadata(settings: DemoIssuer) -> dict[str, Any]:
         "token_endpoint": f"{base}/token",
         "jwks_uri": f"{base}/.well-known/jwks.json",
         "introspection_endpoint": f"{base}/introspect",
-        "grant_types_supported": ["client_credentials"],
-        "response_types_supported": [],
+        "authorization_endpoint": f"{base}/authorize",
+        "grant_types_supported": ["client_credentials", "authorization_code"],
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": ["S256"],
+        "authorization_response_iss_parameter_supported": True,
         "token_endpoint_auth_methods_supported": AUTH_METHODS,
         "introspection_endpoint_auth_methods_supported": AUTH_METHODS,
         "scopes_supported": sorted({s for c in settings.clients.values() for s in c.scopes}),
@@ -169,14 +187,37 @@ async def token(request: Request) -> Response:
     client_id, client = _authenticate(request, form)
     if "grant_type" not in form:
         raise OAuthError(400, "invalid_request", "grant_type is missing.")
-    if form["grant_type"] != "client_credentials":
-        raise OAuthError(400, "unsupported_grant_type", "Only client_credentials is supported.")
-    scopes = _granted_scopes(client, form.get("scope"))
     state = _state(request)
-    access_token = state.issue(client_id, client, scopes)
+    try:
+        if form["grant_type"] == "client_credentials":
+            scopes = _granted_scopes(client, form.get("scope"))
+            audience = resource_of(form.get("resource"))
+        elif form["grant_type"] == "authorization_code":
+            approval = redeem(form, client_id, state.codes)
+            scopes, audience = approval.scopes, approval.resource
+        else:
+            raise OAuthError(400, "unsupported_grant_type",
+                             "Only client_credentials and authorization_code are supported.")
+    except AuthorizeError as exc:
+        raise OAuthError(400, exc.error, exc.description) from None
+    access_token = state.issue(client_id, client, scopes, audience)
     return JSONResponse({"access_token": access_token, "token_type": "Bearer",
                          "expires_in": state.settings.ttl, "scope": " ".join(scopes)},
                         headers=NO_STORE)
+
+
+async def authorize(request: Request) -> Response:
+    settings = _state(request).settings
+    query: dict[str, str] = {}
+    try:
+        query = query_of(request)
+        uri, params = approve(query, settings.clients, _state(request).codes)
+    except AuthorizeError as exc:
+        if not exc.redirect:
+            raise OAuthError(400, exc.error, exc.description) from None
+        uri, params = query["redirect_uri"], {"error": exc.error,
+                                              "error_description": exc.description}
+    return redirect(uri, params, query.get("state"), settings.url)
 
 
 async def introspect(request: Request) -> Response:
@@ -200,6 +241,7 @@ async def _oauth_error(request: Request, exc: OAuthError) -> Response:
 ROUTES = [
     Route("/.well-known/jwks.json", jwks),
     Route("/.well-known/oauth-authorization-server", metadata),
+    Route("/authorize", authorize),
     Route("/token", token, methods=["POST"]),
     Route("/introspect", introspect, methods=["POST"]),
 ]

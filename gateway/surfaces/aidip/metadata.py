@@ -88,6 +88,23 @@ AGENT_SCHEMA: dict[str, Any] = {
     "anyOf": [{"required": ["operations"]}, {"required": ["inputs", "outputs"]}],
 }
 
+# What a registration is stored and answered as (catalog.public): the members AGENT_SCHEMA
+# checks, but how the gateway calls the agent (kept inside) and top-level inputs and outputs
+# (one operation, normalized), with its id and operations always there.
+_KEPT_INSIDE = ("inputs", "outputs", METHOD_FIELD)
+ANSWERED_AGENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", *AGENT_SCHEMA["required"], "operations"],
+    "properties": {
+        **{name: schema for name, schema in AGENT_SCHEMA["properties"].items()
+           if name not in _KEPT_INSIDE},
+        "operations": {**AGENT_SCHEMA["properties"]["operations"], "items": {
+            **OPERATION, "properties": {name: schema for name, schema
+                                        in OPERATION["properties"].items()
+                                        if name != METHOD_FIELD}}},
+    },
+}
+
 IMPLIED_OPERATION = "default"
 _VALIDATOR = Draft202012Validator(AGENT_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
 

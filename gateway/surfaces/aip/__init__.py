@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.capability import Capability
+from gateway.capability import Capability, enforced_capability
 from gateway.policy.kinds import RuleKind
 from gateway.policy.resources import ResourceSpec
 from gateway.settings import Settings
@@ -26,20 +26,18 @@ class AipPlugin(Surface):
         aip = self.section(settings)
         if aip is None or not aip.enabled:
             return []
-        return [Capability(
+        from gateway.schema_text import shape_text
+        from gateway.surfaces.aip.request import MAX_REQUEST_ID, schema_validator
+
+        # Written from the schemas the retrieve route enforces and answers by.
+        return [enforced_capability(
+            schema_validator("retrieve-request").schema, {
+                "request_id": f"the caller's id for this request (at most {MAX_REQUEST_ID} "
+                              "characters), echoed in the answer",
+                "timestamp": "when the request was made (RFC 3339)"},
             id="aip_retrieve", method="POST", endpoint=aip.retrieve_path,
             description="Retrieve licensed content chunks with citations for an intent (AIP 0.1).",
-            params={"aip_version": 'string, required — the protocol version: "0.1"',
-                    "request_id": "string, required — the caller's id for this request",
-                    "timestamp": "string, required — when the request was made (RFC 3339)",
-                    "platform": "object, required — id of the calling platform",
-                    "intent": "object, required — domain, subdomain, ...",
-                    "context": "object, required — language, placement, ...",
-                    "runtime": "object, required — session_id, turn_index, query_text, "
-                               "max_chunks, max_tokens"},
-            returns="status ok|denied|error, content.chunks[] {id, text, token_count}, "
-                    "citations[], limits_applied",
-        )]
+            returns=shape_text(schema_validator("retrieve-response").schema))]
 
     def problems(self, settings: Settings, capabilities: tuple[Capability, ...]) -> list[Problem]:
         from gateway.surfaces.aip.checks import aip_problems

@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.capability import Capability
 from gateway.inner import InnerCall
-from gateway.surfaces.mcp.params import input_schema
+from gateway.surfaces.mcp.params import enforced_input, input_schema
 from gateway.surfaces.mcp.tools import Arguments, McpTool, ToolInputError
 
 _SEGMENT = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::[a-z]+)?\}")
@@ -40,7 +40,9 @@ def capability_tools(capabilities: Iterable[Capability], exclude_prefix: str) ->
 
 def capability_tool(capability: Capability) -> McpTool:
     path_params = frozenset(_SEGMENT.findall(capability.endpoint))
-    schema = input_schema(capability.params, path_params)
+    enforced = capability.request_schema
+    schema = enforced_input(enforced, path_params) if enforced is not None else \
+        input_schema(capability.params, path_params)
     method = capability.method
     read_only = method == "GET" or (method == "POST"
                                     and bool(_READ_ONLY_POSTS.search(capability.id)))

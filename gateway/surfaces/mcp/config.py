@@ -27,3 +27,13 @@ class Mcp(Strict):
         "(DNS-rebinding protection of the MCP transport; with neither, no Host is checked).")
     instructions: Annotated[str, Field(max_length=2000)] | None = Field(
         None, description="Text the server gives MCP clients at initialization.")
+    resource_audience: bool = Field(
+        True, description="Accept a token whose `aud` is an endpoint's own resource URL (the "
+        "`resource` its protected-resource metadata names, which MCP clients ask their "
+        "authorization server for: RFC 8707) on that endpoint and nowhere else: not on the "
+        "other MCP endpoints, nor on any other route. Tokens for an issuer's `audiences` are "
+        "accepted everywhere, as before.")
+    audiences: list[Annotated[str, Field(min_length=1, max_length=2000)]] = Field(
+        [], max_length=32,
+        description="Further `aud` values accepted on the MCP endpoints and nowhere else "
+        "(the endpoint's URL as a proxy in front of the gateway names it, say).")

@@ -18,7 +18,9 @@ from __future__ import annotations
 import dataclasses
 from urllib.parse import urlsplit
 
+from gateway.auth.metadata import own_resource, resource_identifier
 from gateway.capability import Capability
+from gateway.settings import Settings
 from gateway.surface import Mount, MountContext, SurfaceRoute
 from gateway.surfaces.mcp.capabilities import capability_tools
 from gateway.surfaces.mcp.config import Mcp
@@ -82,5 +84,18 @@ def mcp_mount(name: str, mcp: Mcp, context: MountContext) -> Mount:
         for endpoint in served:
             await endpoint.aclose()
 
+    own = tuple(route.path for route in routes)
     return Mount(name, routes, render_error=render_error, prefixes=(mcp.path,),
-                 own_resources=tuple(route.path for route in routes), on_close=close)
+                 own_resources=own, resource_audiences=_audiences(mcp, settings, own),
+                 on_close=close)
+
+
+def _audiences(mcp: Mcp, settings: Settings, paths: tuple[str, ...]
+               ) -> dict[str, tuple[str, ...]]:
+    """Each endpoint's accepted token audiences: its resource URL, as its metadata names it
+    (RFC 9728 §3.1: the gateway's origin and the endpoint's path), and `mcp.audiences`."""
+    if settings.auth is None:
+        return {}
+    resource = resource_identifier(settings.auth, settings.public_base_url)
+    return {path: (*([own_resource(resource, path)] if mcp.resource_audience else []),
+                   *mcp.audiences) for path in paths}

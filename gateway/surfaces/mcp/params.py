@@ -1,4 +1,6 @@
-"""A `/.well-known/ai` capability's parameters as a tool's JSON Schema input.
+"""A `/.well-known/ai` capability's parameters as a tool's JSON Schema input: the schema its
+route enforces, where the capability keeps one (`Capability.request_schema`), else one read
+from its parameter texts.
 
 A capability writes each parameter as "type, required|optional[, qualifiers] — meaning"
 (gateway.capability). The type is one of JSON Schema's when it names one (`JSON` and anything
@@ -16,6 +18,16 @@ _TYPES = {"string": "string", "integer": "integer", "number": "number", "boolean
           "object": "object", "array": "array"}
 _MAX = re.compile(r"^max\s+(\d+)$")
 _DEFAULT = re.compile(r"^default\s+(\S+)$")
+
+
+def enforced_input(schema: dict[str, Any], path_params: frozenset[str]) -> dict[str, Any]:
+    """The route's own schema, with the path parameters it does not name (required strings)."""
+    missing = sorted(path_params - set(schema.get("properties", {})))
+    if not missing:
+        return schema
+    return {**schema, "properties": {**schema.get("properties", {}), **{
+        name: {"type": "string", "minLength": 1} for name in missing}},
+        "required": [*schema.get("required", ()), *missing]}
 
 
 def input_schema(params: Mapping[str, str], path_params: frozenset[str]) -> dict[str, Any]:

@@ -5,8 +5,9 @@ fields hold as on the HTTP surface. `schema` is not offered: the gateway serves 
 `/v1/schema`.
 
 Arguments the reference defines and the gateway's PDPP surface does not serve (`sort`,
-`count`, `view`, `changes_since`, `connection_id`, ...) are forwarded, so the caller gets the
-surface's own error for them rather than a silently different answer.
+`count`, `view`, `expand`, `expand_limit`, `changes_since`, `connection_id`) are not offered:
+a tool's input schema lists only what its route takes, and a call naming one of them is
+refused (-32602, "not an argument of this tool") rather than answered differently.
 """
 
 from __future__ import annotations
@@ -34,9 +35,6 @@ _FIELDS = {"type": "array", "items": {"type": "string", "maxLength": 128}, "maxI
            "description": "Fields to return (the grant still decides)."}
 _FILTER = {"type": "object", "maxProperties": 32,
            "description": "field -> value, or field -> {operator: value} (gte, gt, lte, lt)."}
-_PASSED_ON = {name: {"description": "Forwarded as the reference defines it."} for name in
-              ("sort", "count", "view", "expand", "expand_limit", "changes_since",
-               "connection_id")}
 _TEXT_FIELDS = ("text", "content", "body", "summary")
 DATA: dict[str, Any] = {"type": "object", "required": ["data"], "properties": {
     "data": {"type": "object"}, "request_id": {"type": "string"}}}
@@ -56,7 +54,7 @@ def pdpp_tools(section: Any, public_base_url: str | None) -> list[McpTool]:
                 "time; narrow with `fields`, page with `cursor`.",
                 object_schema({"stream": _NAME, "limit": _LIMIT, "cursor": _CURSOR,
                                "order": {"enum": ["asc", "desc"]}, "fields": _FIELDS,
-                               "filter": _FILTER, **_PASSED_ON}, ["stream"]),
+                               "filter": _FILTER}, ["stream"]),
                 "GET", records, _records_request(records), _data, DATA, surface="pdpp",
                 title="Query records"),
         McpTool("search", f"Search records the grant covers ({' or '.join(modes)}); result "
@@ -65,15 +63,14 @@ def pdpp_tools(section: Any, public_base_url: str | None) -> list[McpTool]:
                                "streams": {"type": "array", "maxItems": 50,
                                            "items": {"type": "string", "maxLength": 128}},
                                "limit": _LIMIT, "cursor": _CURSOR,
-                               "mode": {"enum": modes}, "filter": _FILTER,
-                               "connection_id": _PASSED_ON["connection_id"]}, ["q"]),
+                               "mode": {"enum": modes}, "filter": _FILTER}, ["q"]),
                 "GET", f"{base}/v1/search", _search_request(base, modes),
                 lambda body, rid: _search(body, rid, origin), SEARCH, surface="pdpp",
                 title="Search records"),
         McpTool("fetch", "Read one record as a document, by a `search` result id "
                 "(`stream:record_id`).",
                 object_schema({"id": string_schema("`stream:record_id`.", 1024),
-                               "fields": _FIELDS, **_PASSED_ON}, ["id"]),
+                               "fields": _FIELDS}, ["id"]),
                 "GET", f"{records}/{{key}}", _fetch_request(f"{records}/{{key}}"),
                 lambda body, rid: _document(body, origin), DOCUMENT, surface="pdpp",
                 title="Fetch record"),
@@ -113,8 +110,8 @@ def _fetch_request(path: str) -> Any:
 
 
 def _query(arguments: Arguments, plain: tuple[str, ...]) -> dict[str, Any]:
-    """The query of a PDPP read: the plain parameters, `fields` comma-joined, `filter` in
-    PDPP's bracket form, and the reference's other arguments as they are."""
+    """The query of a PDPP read: the plain parameters, `fields` comma-joined, and `filter` in
+    PDPP's bracket form."""
     query: dict[str, Any] = {name: arguments[name] for name in plain if name in arguments}
     if arguments.get("fields"):
         query["fields"] = ",".join(str(name) for name in arguments["fields"])
@@ -124,11 +121,6 @@ def _query(arguments: Arguments, plain: tuple[str, ...]) -> dict[str, Any]:
                 query[f"filter[{name}][{operator}]"] = _scalar(bound)
         else:
             query[f"filter[{name}]"] = _scalar(value)
-    for name in _PASSED_ON:
-        if name in arguments:
-            value = arguments[name]
-            query[name] = value if isinstance(value, str | int | float | bool) else \
-                orjson.dumps(value).decode()
     return query
 
 

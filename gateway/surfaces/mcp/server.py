@@ -22,13 +22,17 @@ import orjson
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from starlette.responses import Response
 
 from gateway import inner, tracing
 from gateway.asgi import Scope
+from gateway.errors import GatewayError
 from gateway.exchange import Exchange
 from gateway.surface import Ways
+from gateway.surfaces.mcp.arguments import SchemaCheck
 from gateway.surfaces.mcp.offers import Offers, route_ways
+from gateway.surfaces.mcp.rpc_errors import invalid_arguments, unexpected
 from gateway.surfaces.mcp.tools import McpTool, ToolInputError
 from gateway.surfaces.mcp.transport import TransportRules, replaying
 
@@ -44,6 +48,7 @@ class McpEndpoint:
     def __init__(self, name: str, tools: list[McpTool], *, rules: TransportRules,
                  instructions: str | None) -> None:
         self.tools = {tool.name: tool for tool in tools}
+        self._checks = {tool.name: SchemaCheck(tool.input_schema) for tool in tools}
         # Each tool's route's ways, found on first use: the routes are this generation's.
         self._ways: dict[str, Ways | None] = {}
         self.server: Server[Any] = Server(
@@ -97,17 +102,36 @@ class McpEndpoint:
     async def _list(self, ctx: Any, params: Any) -> types.ListToolsResult:
         exchange = _EXCHANGE.get()
         offers = Offers(exchange)
-        return types.ListToolsResult(tools=[
-            listing(tool) for tool in self.tools.values()
-            if await offers.offered(tool, self._ways_of(exchange, tool))])
+        try:
+            return types.ListToolsResult(tools=[
+                listing(tool) for tool in self.tools.values()
+                if await offers.offered(tool, self._ways_of(exchange, tool))])
+        except Exception as exc:
+            raise unexpected("tools/list", exc, exchange.request_id) from None
 
     async def _call(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        """The call served; a failure it did not foresee is a JSON-RPC internal error that
+        says nothing of itself (rpc_errors.unexpected)."""
         exchange = _EXCHANGE.get()
+        try:
+            return await self._served(exchange, params)
+        except GatewayError as error:
+            return tool_error(error.code, error.message, exchange.request_id, error.status)
+        except MCPError:
+            raise
+        except Exception as exc:
+            raise unexpected(params.name, exc, exchange.request_id) from None
+
+    async def _served(self, exchange: Exchange,
+                      params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = self.tools.get(params.name)
         if tool is None:
-            return tool_error("unknown_tool", f"No tool is named {params.name!r} here.",
+            return tool_error("unknown_tool", f"No tool is named {params.name[:64]!r} here.",
                               exchange.request_id, 404)
         tracing.annotate({"aigw.mcp.tool": tool.name})
+        problem = self._checks[tool.name].problem(params.arguments or {})
+        if problem is not None:
+            raise invalid_arguments(tool.name, problem, exchange.request_id)
         ways = self._ways_of(exchange, tool)
         if ways is not None and not await Offers(exchange).some_way(tool.method, ways,
                                                                      unreadable=True):
