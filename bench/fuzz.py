@@ -34,7 +34,7 @@ import httpx
 import schemathesis
 import yaml
 from fuzz_attacks import BAD_GRANTS, attack_requests
-from fuzz_bounds import MCP_HEADERS, StreamHolders, argument_requests, search_requests
+from fuzz_bounds import MCP_HEADERS, MCP_PATHS, StreamHolders, argument_requests, search_requests
 from fuzz_oracles import COUNTS, Caller, Exchange, Oracles
 from fuzz_raw import RawRequest, raw_requests, send
 from hypothesis import HealthCheck, Phase, given, settings
@@ -286,10 +286,16 @@ def loop_lag(admin: str) -> Histogram:
     return found
 
 
-def mcp_tools(url: str, caller: Caller) -> list[dict]:
-    answer = httpx.post(url + "/mcp", headers={**caller.headers, **dict(MCP_HEADERS)},
-                        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=30)
-    return answer.json()["result"]["tools"]
+def mcp_tools(url: str, people: list[Caller]) -> dict[str, list[dict]]:
+    """Each MCP endpoint's tools, as any of `people` is offered them."""
+    found: dict[str, dict[str, dict]] = {}
+    for path, caller in itertools.product(MCP_PATHS, people):
+        answer = httpx.post(url + path, headers={**caller.headers, **dict(MCP_HEADERS)},
+                            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=30)
+        if answer.status_code == 200:
+            for tool in answer.json()["result"]["tools"]:
+                found.setdefault(path, {})[tool["name"]] = tool
+    return {path: list(tools.values()) for path, tools in found.items()}
 
 
 def send_all(url: str, port: int, people: list[Caller], opts: argparse.Namespace,
@@ -301,7 +307,7 @@ def send_all(url: str, port: int, people: list[Caller], opts: argparse.Namespace
     run_raw(port, people, opts.raw_examples, recorder)
     run_raw(port, people, opts.attack_examples, recorder, attack_requests(AIP_SECRET))
     run_raw(port, people, opts.search_examples, recorder, search_requests())
-    tools = mcp_tools(url, next(p for p in people if p.name == "demo-agent"))
+    tools = mcp_tools(url, people)
     run_raw(port, people, opts.argument_examples, recorder, argument_requests(tools))
     print(f"all: {len(recorder.exchanges)} requests, {time.monotonic() - started:.0f} s",
           flush=True)

@@ -78,27 +78,24 @@ def _typed(schema: dict[str, Any]) -> set[str]:
     return kinds
 
 
-def argument_requests(tools: list[dict[str, Any]]) -> st.SearchStrategy[RawRequest]:
-    """tools/call with one argument of a JSON type its inputSchema does not admit, the other
-    required ones well formed."""
-    cases: list[tuple[str, dict[str, Any], str, str]] = []
-    for tool in tools:
-        schema = tool.get("inputSchema") or {}
-        properties = schema.get("properties") or {}
-        valid = {name: _valid(properties.get(name) or {}) for name in schema.get("required") or ()}
-        for name, prop in properties.items():
-            admitted = _typed(prop)
-            if not admitted:
-                continue
-            for kind in WRONG_VALUES:
-                if kind not in admitted:
-                    cases.append((tool["name"], valid, name, kind))
+def argument_requests(endpoints: dict[str, list[dict[str, Any]]]) -> st.SearchStrategy[RawRequest]:
+    """tools/call, on each MCP endpoint for each tool it lists, with one argument of a JSON type
+    its inputSchema does not admit and the other required ones well formed."""
+    cases: list[tuple[str, str, dict[str, Any], str, str]] = []
+    for path, tools in endpoints.items():
+        for tool in tools:
+            schema = tool.get("inputSchema") or {}
+            properties = schema.get("properties") or {}
+            valid = {name: _valid(properties.get(name) or {})
+                     for name in schema.get("required") or ()}
+            cases.extend((path, tool["name"], valid, name, kind)
+                         for name, prop in properties.items() if (admitted := _typed(prop))
+                         for kind in WRONG_VALUES if kind not in admitted)
 
     @st.composite
     def build(draw: st.DrawFn) -> RawRequest:
-        tool, valid, name, kind = draw(st.sampled_from(cases))
+        path, tool, valid, name, kind = draw(st.sampled_from(cases))
         value = draw(st.sampled_from(WRONG_VALUES[kind]))
-        path = draw(st.sampled_from(("/mcp", f"/mcp/{tool.split('_', 1)[0]}")))
         return _mcp_call(tool, {**valid, name: value}, f"a tool argument of the wrong type "
                          f"({tool}.{name}: {kind})", path)
     return build()

@@ -32,6 +32,8 @@ from gateway import registry
 from gateway.auth.routes import RouteTable
 from gateway.discovery import core_documents
 from gateway.loader import LoadedConfig
+from gateway.model import ANONYMOUS, Principal, TokenKind
+from gateway.policy.rules import Ask
 from gateway.routing import PathOwners
 from gateway.surface import MountContext
 
@@ -101,7 +103,8 @@ class Oracles:
         self.private = {name: (frozenset(c.scopes), c.description)
                         for name, c in settings.aidre.collections.items()
                         if c.visibility == "private"}
-        self.vector_rules = _vector_rules(loaded)
+        assert loaded.bundle is not None
+        self.bundle = loaded.bundle
         self.components = openapi["components"]
         self.findings = Findings()
         self.statuses: Counter = Counter()
@@ -252,6 +255,12 @@ class Oracles:
         local = path.removeprefix(self.base_path) if path != "/.well-known/ai-discovery" else path
         return _AIDRE_ROUTES.get(local, "AidreChunk")
 
+    def _vectors_allowed(self, caller: Caller, collection: str) -> bool:
+        """What the policy bundle (the gateway's one decider) says of vectors for `caller`."""
+        principal = ANONYMOUS if caller.subject is None else Principal(
+            caller.subject, caller.name, caller.scopes, TokenKind.CLIENT)
+        return self.bundle.decide(Ask("vector_return", collection, principal)).effect == "allow"
+
     def _leak(self, exchange: Exchange) -> str | None:
         caller = exchange.caller
         for name, (scopes, description) in self.private.items():
@@ -269,10 +278,9 @@ class Oracles:
         if b'"embedding"' in exchange.body:
             return "upstream embedding leaked"
         for result in body.get("results") or ():
-            if isinstance(result, dict) and "vector" in result:
-                allowed = self.vector_rules.get(body.get("collection"), ())
-                if not any(rule <= caller.scopes for rule in allowed):
-                    return "vector without a rule allowing it"
+            if isinstance(result, dict) and "vector" in result \
+                    and not self._vectors_allowed(caller, str(body.get("collection"))):
+                return "vector without a rule allowing it"
         return None
 
 
@@ -294,15 +302,6 @@ def _jsonrpc_problem(body: Any, request_id: str | None = None,
     if refusal and (not isinstance(data, dict) or data.get("request_id") != request_id):
         return "request_id differs from X-Request-Id"
     return None
-
-
-def _vector_rules(loaded: LoadedConfig) -> dict[str, list[frozenset[str]]]:
-    """collection -> the scope sets that a vector-return rule in the policy files allows."""
-    rules: dict[str, list[frozenset[str]]] = {}
-    for pack in loaded.policies.values():
-        for rule in pack.get("vector_return") or ():
-            rules.setdefault(rule["collection"], []).append(frozenset(rule.get("scopes") or ()))
-    return rules
 
 
 def _encodings(value: str) -> tuple[bytes, ...]:
