@@ -185,7 +185,7 @@ async def call_upstream_json(
         raise errors.upstream_protocol_error() from None
     if answer.status == 404:
         raise errors.GatewayError(404, "not_found", "The requested item does not exist.")
-    if answer.status >= 400:
+    if answer.status >= 300:  # a redirect is not followed: no document either
         ctx.upstream_error = f"status_{answer.status}"
         raise errors.upstream_protocol_error()
     try:

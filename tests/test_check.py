@@ -235,14 +235,16 @@ def test_an_mcp_answer_of_a_gigabyte_is_read_to_the_bound_only(
         origins: dict[str, str], tmp_path: Path):
     """The MCP step reads through the SDK's client: its answers go through the same bound
     as the checker's own, so 1 GiB of JSON ends the step at 2 MiB, with a clear failure, and
-    the process stays small (its peak resident size, from the kernel, once it has exited)."""
+    the process stays small (its peak resident size since exec: tests/peak_memory.py)."""
     started = time.monotonic()
     with (tmp_path / "out").open("w+") as out, (tmp_path / "err").open("w+") as err:
+        peak = tmp_path / "peak"
         process = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "check", origins["mcp_huge_answer"], "--json",
-             "--only", "mcp", "--token", TOKEN, "--timeout", "20"],
-            cwd=ROOT, stdout=out, stderr=err)
-        code, peak_kib = _exit_and_peak(process, timeout=120)
+            [sys.executable, str(ROOT / "tests" / "peak_memory.py"), str(peak), "check",
+             origins["mcp_huge_answer"], "--json", "--only", "mcp", "--token", TOKEN,
+             "--timeout", "20"], cwd=ROOT, stdout=out, stderr=err)
+        code = process.wait(120)
+        peak_kib = int(peak.read_text())
         out.seek(0), err.seek(0)
         report, errors = json.loads(out.read()), err.read()
     rules = {r["id"]: (r["result"], r["message"]) for s in report["specs"] for r in s["rules"]}
@@ -276,19 +278,6 @@ async def test_the_bound_holds_after_decoding_and_a_small_answer_still_decodes(c
 async def _streamed(body: bytes) -> AsyncIterator[bytes]:
     for start in range(0, len(body), 65536):
         yield body[start:start + 65536]
-
-
-def _exit_and_peak(process: subprocess.Popen, timeout: float) -> tuple[int, int]:
-    """(exit code, peak resident size in KiB) of a child, reaped with wait4, which alone
-    says how large that one child grew; killed if it runs past `timeout`."""
-    watchdog = threading.Timer(timeout, process.kill)
-    watchdog.start()
-    try:
-        _, status, usage = os.wait4(process.pid, 0)
-    finally:
-        watchdog.cancel()
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, usage.ru_maxrss
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture):

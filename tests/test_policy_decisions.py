@@ -13,6 +13,7 @@ import pytest
 import yaml
 from aidre_config import SPACE, aidre_gateway_config
 from demo_vectors import embed
+from log_files import jsonl_records
 from test_aidre import search
 
 from gateway.context import RequestContext
@@ -30,11 +31,9 @@ VECTORS = {"query_vector": embed("password reset"), "embedding_space": SPACE["id
 def logged(path: Path, decision_id: str, timeout: float = 5.0) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.exists():
-            for line in path.read_text().splitlines():
-                record = json.loads(line)
-                if record["decision_id"] == decision_id:
-                    return record
+        for record in jsonl_records(path):
+            if record["decision_id"] == decision_id:
+                return record
         time.sleep(0.05)
     raise AssertionError(f"no decision {decision_id} in {path}")
 

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from aidre_config import aidre_gateway_config
 from idp_helpers import AUDIENCE, ISSUER, FakeIdp, SigningKey
+from log_files import jsonl_records
 from processes import ROOT, Gateway, Process, free_port, wait_for_http
 from test_aidre import AIDRE_JSON
 from test_policy_decisions import VECTORS
@@ -91,8 +92,7 @@ def vector_search(gateway: Gateway, headers: dict[str, str]) -> httpx.Response:
 def decision_lines(path: Path, count: int, timeout: float = 10.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:
-        found = [json.loads(line) for line in path.read_text().splitlines()] \
-            if path.exists() else []
+        found = jsonl_records(path)
         if len(found) >= count or time.monotonic() > deadline:
             return found
         time.sleep(0.05)

@@ -9,7 +9,6 @@ an allow, and every decision-log entry's effect is the HTTP outcome of its reque
 
 from __future__ import annotations
 
-import json
 import random
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import httpx
 import pytest
 import yaml
 from idp_helpers import AUDIENCE, ISSUER, FakeIdp, SigningKey, running_idp
+from log_files import jsonl_records
 from processes import ROOT, Gateway
 
 from gateway.loader import load_config
@@ -241,8 +241,7 @@ def logged_effects(log: Path, ids: set[str]) -> dict[str, str]:
     deadline = time.monotonic() + 15
     while True:
         found = {}
-        for line in log.read_text().splitlines() if log.exists() else ():
-            record = json.loads(line)
+        for record in jsonl_records(log):
             if record.get("decision_id") in ids:
                 route = [d for d in record["decisions"] if d["kind"] == "route"]
                 assert len(route) == 1, record

@@ -4,7 +4,6 @@ commands on the same files, with real tokens."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ import httpx
 import pytest
 import yaml
 from json_server import example_config, start_json_server, write_database
+from log_files import jsonl_records
 from processes import ROOT, free_port, wait_for_http
 
 from gateway.demo.issuer import load_issuer
@@ -102,8 +102,7 @@ def get(demo: dict[str, Any], path: str, token: str) -> httpx.Response:
 def logged(log: Path, decision_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        for line in log.read_text().splitlines() if log.exists() else ():
-            record = json.loads(line)
+        for record in jsonl_records(log):
             if record.get("decision_id") == decision_id:
                 return record
         time.sleep(0.05)

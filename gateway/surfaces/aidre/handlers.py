@@ -157,13 +157,14 @@ class ChunkSurface(AidreSurface):
 
     async def collect(self, query: Query, ctx: RequestContext, stages: Stages) -> list[Hit]:
         """Missing upstream, hidden by policy or unknown: one and the same 404 (see render).
-        An id the upstream refuses (4xx) names no chunk either, never a 503 (an id such as
-        "search" may land on another upstream route)."""
+        An id the upstream refuses (4xx) or redirects (3xx, never followed) names no chunk
+        either, never a 503 (an id such as "search" or "/" may land on another upstream
+        route, or on a listing's redirect)."""
         try:
             return await stages.hits(*self.plan(query, ctx))
         except GatewayError as error:
             refused = error.code == "upstream_error" \
-                and (ctx.upstream_error or "").startswith("status_4")
+                and (ctx.upstream_error or "").startswith(("status_4", "status_3"))
             if error.status == 404 or refused:
                 return []
             raise

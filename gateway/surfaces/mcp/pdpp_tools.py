@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from gateway.index.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from gateway.inner import InnerCall
 from gateway.surfaces.mcp.connectors import DOCUMENT
 from gateway.surfaces.mcp.tools import (
@@ -35,6 +36,8 @@ _FIELDS = {"type": "array", "items": {"type": "string", "maxLength": 128}, "maxI
            "description": "Fields to return (the grant still decides)."}
 _FILTER = {"type": "object", "maxProperties": 32,
            "description": "field -> value, or field -> {operator: value} (gte, gt, lte, lt)."}
+_QUERY = f"Search query: at most {MAX_QUERY_CHARS} characters and {MAX_QUERY_TERMS} distinct " \
+    "words (lexical)."
 _TEXT_FIELDS = ("text", "content", "body", "summary")
 DATA: dict[str, Any] = {"type": "object", "required": ["data"], "properties": {
     "data": {"type": "object"}, "request_id": {"type": "string"}}}
@@ -59,7 +62,7 @@ def pdpp_tools(section: Any, public_base_url: str | None) -> list[McpTool]:
                 title="Query records"),
         McpTool("search", f"Search records the grant covers ({' or '.join(modes)}); result "
                 "ids are `fetch` handles.",
-                object_schema({"q": string_schema("Search query."),
+                object_schema({"q": string_schema(_QUERY, MAX_QUERY_CHARS),
                                "streams": {"type": "array", "maxItems": 50,
                                            "items": {"type": "string", "maxLength": 128}},
                                "limit": _LIMIT, "cursor": _CURSOR,
