@@ -4,9 +4,11 @@ Starts the demo (backend, token issuer, gateway: config/demo.yaml plus one priva
 so the visibility oracle has something to guard) with a recording proxy between the gateway
 and the backend. Sends schemathesis cases built from the OpenAPI document the gateway serves,
 as every caller, then hypothesis-built raw requests over a plain socket, then the attack
-classes of bench/fuzz_attacks.py (callers with unenforceable PDPP grants among them). Prints
-the counts of bench/fuzz_oracles.py, writes them to bench/results/fuzz-<UTC date>.txt, and
-exits 1 when any count but the first is not zero.
+classes of bench/fuzz_attacks.py (callers with unenforceable PDPP grants among them) and of
+bench/fuzz_bounds.py (costly search queries, MCP tool arguments of wrong types), all while
+threads hold MCP event streams open. Prints the counts of bench/fuzz_oracles.py and the event
+loop's lag p99 over the run, writes them to bench/results/fuzz-<UTC date>.txt, and exits 1
+when any count but the first is not zero or the lag p99 reaches 50 ms.
 
 Usage: .venv/bin/python bench/fuzz.py [--schema-examples N] [--raw-examples N]
 (generation is derandomized: the same code and config send the same requests)
@@ -32,11 +34,13 @@ import httpx
 import schemathesis
 import yaml
 from fuzz_attacks import BAD_GRANTS, attack_requests
+from fuzz_bounds import MCP_HEADERS, MCP_PATHS, StreamHolders, argument_requests, search_requests
 from fuzz_oracles import COUNTS, Caller, Exchange, Oracles
 from fuzz_raw import RawRequest, raw_requests, send
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
+from prom_histogram import Histogram, parse_histogram
 
 from gateway.demo.keys import load_or_create_key
 from gateway.demo.tokens import mint_token, sign_claims, token_claims
@@ -47,6 +51,10 @@ REPO = BENCH.parent
 UNREACHED = "1000000/minute"
 AIP_SECRET = REPO / ".aigw" / "demo-aip-platform.secret"  # made on the demo's first load
 OPENAPI = "/.well-known/aigw/openapi.json"
+LAG = "aigw_event_loop_lag_seconds"
+MAX_LAG_P99 = 0.050
+PDPP_GRANT = [{"type": "pdpp_grant", "streams": [
+    {"name": "messages", "fields": ["id", "subject", "body", "sent_at"]}]}]
 PRIVATE = {"description": "Staff-only escalation notes (fuzz).", "visibility": "private",
            "scopes": ["staff:read"]}
 
@@ -153,8 +161,19 @@ def callers(config: Path) -> list[Caller]:
         return Caller(name, {"Authorization": f"Bearer {token}"}, name,
                       frozenset({"messages:read"}), refused_grant=True)
 
+    def pdpp(name: str, kind: str, grant: list[dict] | None) -> Caller:
+        claims = token_claims(issuer=issuer.url, audience=issuer.audience, subject="u-001",
+                              client_id=name, scopes=["messages:read"], kind=kind, grant=None,
+                              ttl=3600)
+        if grant is not None:
+            claims["authorization_details"] = grant
+        return Caller(name, {"Authorization": f"Bearer {sign_claims(key, claims)}"}, "u-001",
+                      frozenset({"messages:read"}))
+
     return [
         Caller("anonymous", {}),
+        pdpp("pdpp-owner", "owner", None),
+        pdpp("pdpp-client", "client", PDPP_GRANT),
         Caller("bad-token", {"Authorization": "Bearer not-a-token"}),
         Caller("api-key", {"X-API-Key": "demo-legacy-key"}, "legacy-reporting",
                frozenset({"articles:read"})),
@@ -220,6 +239,7 @@ def run_raw(port: int, people: list[Caller], examples: int, record: Callable,
 class Recorder:
     def __init__(self) -> None:
         self.exchanges: list[Exchange] = []
+        self.streams_held = 0
         self._ids = itertools.count(1)
 
     def next_id(self) -> str:
@@ -235,7 +255,7 @@ def _bytes(body: object) -> bytes:
     return body if isinstance(body, bytes) else str(body).encode()
 
 
-def report(oracles: Oracles, started: float) -> str:
+def report(oracles: Oracles, started: float, lag: Histogram | None) -> str:
     counts = oracles.findings.counts
     lines = [f"aigw make fuzz, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, "
              f"{time.monotonic() - started:.0f} s", ""]
@@ -245,12 +265,52 @@ def report(oracles: Oracles, started: float) -> str:
               "unauthenticated_upstream": "unauthenticated requests that reached the upstream",
               "accepted_attacks": "attack requests the gateway honoured"}
     lines += [f"{labels[name]:<58} {counts[name]:>7}" for name in COUNTS]
+    lines += [f"{'event streams still open after 5 s':<58} {counts['streams_held']:>7}"]
+    if lag is not None:
+        lines += [f"{'event-loop lag p99 over the run (ms, must be < 50)':<58} "
+                  f"{lag.quantile(0.99) * 1000:>7.1f}",
+                  f"(event-loop lag: {lag.total:.0f} ticks, mean {lag.mean() * 1000:.2f} ms, "
+                  f"largest in ({lag.largest()[0]}, {lag.largest()[1]}] s)"]
     lines += [f"(refused by the listener before any app ran, in the gateway's dialect: "
               f"{counts['server_rejected']}; upstream requests recorded: "
               f"{counts['upstream_seen']}; statuses: {dict(sorted(oracles.statuses.items()))})"]
     for kind, examples in oracles.findings.examples.items():
         lines += ["", f"{kind}, first {len(examples)}:", *(f"  {e}" for e in examples)]
     return "\n".join(lines) + "\n"
+
+
+def loop_lag(admin: str) -> Histogram:
+    found = parse_histogram(httpx.get(admin + "/metrics", timeout=30).text, LAG)
+    if found is None:
+        raise SystemExit(f"the gateway's /metrics has no {LAG}")
+    return found
+
+
+def mcp_tools(url: str, people: list[Caller]) -> dict[str, list[dict]]:
+    """Each MCP endpoint's tools, as any of `people` is offered them."""
+    found: dict[str, dict[str, dict]] = {}
+    for path, caller in itertools.product(MCP_PATHS, people):
+        answer = httpx.post(url + path, headers={**caller.headers, **dict(MCP_HEADERS)},
+                            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=30)
+        if answer.status_code == 200:
+            for tool in answer.json()["result"]["tools"]:
+                found.setdefault(path, {})[tool["name"]] = tool
+    return {path: list(tools.values()) for path, tools in found.items()}
+
+
+def send_all(url: str, port: int, people: list[Caller], opts: argparse.Namespace,
+             recorder: Recorder) -> None:
+    started = time.monotonic()
+    run_schemathesis(url, people, opts.schema_examples, recorder)
+    print(f"schemathesis: {len(recorder.exchanges)} requests, "
+          f"{time.monotonic() - started:.0f} s", flush=True)
+    run_raw(port, people, opts.raw_examples, recorder)
+    run_raw(port, people, opts.attack_examples, recorder, attack_requests(AIP_SECRET))
+    run_raw(port, people, opts.search_examples, recorder, search_requests())
+    tools = mcp_tools(url, people)
+    run_raw(port, people, opts.argument_examples, recorder, argument_requests(tools))
+    print(f"all: {len(recorder.exchanges)} requests, {time.monotonic() - started:.0f} s",
+          flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,20 +323,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attack-examples", type=int, default=400,
                         help="requests of the review's attack classes (bench/fuzz_attacks.py), "
                              "each sent as every caller")
+    parser.add_argument("--search-examples", type=int, default=150,
+                        help="long and many-term search queries (bench/fuzz_bounds.py), each "
+                             "sent as every caller")
+    parser.add_argument("--argument-examples", type=int, default=300,
+                        help="MCP tool calls with an argument of a wrong JSON type, each sent as "
+                             "every caller")
     opts = parser.parse_args(argv)
     started = time.monotonic()
     recorder = Recorder()
     with tempfile.TemporaryDirectory(prefix="aigw-fuzz-") as tmp, demo(Path(tmp)) as (
             url, config, record):
         people = callers(config)
-        run_schemathesis(url, people, opts.schema_examples, recorder)
-        print(f"schemathesis: {len(recorder.exchanges)} requests, "
-              f"{time.monotonic() - started:.0f} s", flush=True)
+        admin = f"http://127.0.0.1:{os.environ['AIGW_ADMIN_PORT']}"
         port = int(url.rsplit(":", 1)[1])
-        run_raw(port, people, opts.raw_examples, recorder)
-        run_raw(port, people, opts.attack_examples, recorder, attack_requests(AIP_SECRET))
-        print(f"all: {len(recorder.exchanges)} requests, {time.monotonic() - started:.0f} s",
-              flush=True)
+        lag_before = loop_lag(admin)
+        with StreamHolders(port, people, recorder, recorder.next_id) as holders:
+            send_all(url, port, people, opts, recorder)
+        recorder.streams_held = holders.held
+        lag = loop_lag(admin).minus(lag_before)
         time.sleep(0.5)  # the recorder's last lines
         openapi = httpx.get(url + OPENAPI).json()
         oracles = Oracles(load_config(config), openapi)
@@ -286,13 +351,15 @@ def main(argv: list[str] | None = None) -> int:
         oracles.check(exchange, upstream_ids)
     for entry in entries:
         oracles.check_upstream(entry)
-    text = report(oracles, started)
+    oracles.findings.counts["streams_held"] = recorder.streams_held
+    text = report(oracles, started, lag)
     print(text)
     results = BENCH / "results"
     results.mkdir(exist_ok=True)
     (results / f"fuzz-{dt.datetime.now(dt.UTC):%Y-%m-%d}.txt").write_text(text)
     counts = oracles.findings.counts
-    return 1 if any(counts[name] for name in COUNTS[1:]) else 0
+    failed = any(counts[name] for name in (*COUNTS[1:], "streams_held"))
+    return 1 if failed or lag.quantile(0.99) >= MAX_LAG_P99 else 0
 
 
 if __name__ == "__main__":

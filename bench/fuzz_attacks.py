@@ -124,11 +124,17 @@ BAD_GRANTS: dict[str, list[dict[str, Any]]] = {
 
 
 def refuses(status: int, body: bytes) -> bool:
-    """A refusal: 4xx, or an AIP answer whose status is not `ok`."""
+    """A refusal: 4xx, an AIP answer whose status is not `ok`, or a JSON-RPC answer refusing
+    the call's parameters (-32602: a tool argument its inputSchema does not admit)."""
     if 400 <= status < 500:
         return True
     try:
         found = json.loads(body)
     except ValueError:
         return False
-    return isinstance(found, dict) and found.get("status") in ("denied", "error")
+    if not isinstance(found, dict):
+        return False
+    if "jsonrpc" in found:
+        error = found.get("error")
+        return isinstance(error, dict) and error.get("code") == -32602
+    return found.get("status") in ("denied", "error")

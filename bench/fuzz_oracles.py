@@ -32,6 +32,8 @@ from gateway import registry
 from gateway.auth.routes import RouteTable
 from gateway.discovery import core_documents
 from gateway.loader import LoadedConfig
+from gateway.model import ANONYMOUS, Principal, TokenKind
+from gateway.policy.rules import Ask
 from gateway.routing import PathOwners
 from gateway.surface import MountContext
 
@@ -48,6 +50,9 @@ _ERRORS = {"aidre": ("AidreError", "application/aidre+json"),
            "pdpp": ("PdppError", "application/json")}
 _TOP_LEVEL_REQUEST_ID = {"aidre", "aip"}
 _MAX_ECHOED_ID = 128
+_JSONRPC_CODES = {-32700, -32600, -32601, -32602, -32603}
+_PYTHON_TEXTS = ("object has no attribute", "Traceback", "object is not", "unexpected keyword",
+                 "NoneType", "KeyError", "TypeError", "ValueError", "takes ", "got an ")
 _AIDRE_ROUTES = {"/.well-known/ai-discovery": "AidreDiscovery", "/collections": "AidreCollections",
                  "/search": "AidreSearchResponse"}
 
@@ -92,15 +97,14 @@ class Oracles:
         context = MountContext(settings, registry.capabilities(settings), loaded.modified)
         mounts = [m for s in registry.surfaces() if (m := s.mount(context)) is not None]
         self.owners = PathOwners(mounts, core_documents(settings))
-        # Route access as the gateway reads it: auth.routes and the policy files' route rules.
-        bundle = loaded.bundle
-        self.routes = RouteTable(settings.auth,
-                                 rules=bundle.of_kind("route") if bundle is not None else None)
+        # Route access as the gateway decides it: the policy bundle's route rules.
+        self.routes = RouteTable(settings.auth, bundle=loaded.bundle)
         self.base_path = settings.aidre.base_path
         self.private = {name: (frozenset(c.scopes), c.description)
                         for name, c in settings.aidre.collections.items()
                         if c.visibility == "private"}
-        self.vector_rules = _vector_rules(loaded)
+        assert loaded.bundle is not None
+        self.bundle = loaded.bundle
         self.components = openapi["components"]
         self.findings = Findings()
         self.statuses: Counter = Counter()
@@ -157,7 +161,10 @@ class Oracles:
 
     def check_upstream(self, entry: dict[str, Any]) -> None:
         self.findings.counts["upstream_seen"] += 1
-        seen = self.by_request_id.get(entry.get("request_id") or "")
+        # A call the gateway makes for a request (an MCP tool's inner request, a fill) carries
+        # that request's id with a `.n` suffix.
+        request_id = (entry.get("request_id") or "").split(".", 1)[0]
+        seen = self.by_request_id.get(request_id)
         what = f"upstream saw {entry['method']} {entry['raw_path'][:200]}"
         if entry["authorization"] or entry["api_key"]:
             self.findings.add("unauthenticated_upstream", f"caller's credential forwarded: {what}")
@@ -166,7 +173,8 @@ class Oracles:
                 self.findings.add("unauthenticated_upstream", f"unattributed identity: {what}")
             return
         exchange, owner = seen
-        if entry["subject"] != exchange.caller.subject:
+        shared_fill = owner == "pdpp" and entry["subject"] is None  # a stream not per subject
+        if entry["subject"] != exchange.caller.subject and not shared_fill:
             self.findings.add("unauthenticated_upstream",
                               f"identity {entry['subject']!r} for {exchange.caller.name}: {what}")
         if owner == "passthrough":
@@ -190,6 +198,8 @@ class Oracles:
             body = orjson.loads(exchange.body)
         except orjson.JSONDecodeError:
             return "not JSON"
+        if exchange.status >= 400 and owner == "mcp":
+            return _jsonrpc_problem(body, exchange.headers.get("x-request-id"), refusal=True)
         if exchange.status >= 400:
             name, wanted = _ERRORS.get(owner, ("GatewayError", "application/json"))
             problem = self._request_id_problem(exchange, owner, body)
@@ -237,11 +247,19 @@ class Oracles:
                 else None if isinstance(body, dict) else "not a JSON object"
         if owner == "aidip":  # listings and searches are arrays, the rest objects
             return None if isinstance(body, dict | list) else "not JSON object or array"
+        if owner == "mcp":
+            return _jsonrpc_problem(body)
         return None if isinstance(body, dict) else "not a JSON object"
 
     def _aidre_success(self, path: str) -> str:
         local = path.removeprefix(self.base_path) if path != "/.well-known/ai-discovery" else path
         return _AIDRE_ROUTES.get(local, "AidreChunk")
+
+    def _vectors_allowed(self, caller: Caller, collection: str) -> bool:
+        """What the policy bundle (the gateway's one decider) says of vectors for `caller`."""
+        principal = ANONYMOUS if caller.subject is None else Principal(
+            caller.subject, caller.name, caller.scopes, TokenKind.CLIENT)
+        return self.bundle.decide(Ask("vector_return", collection, principal)).effect == "allow"
 
     def _leak(self, exchange: Exchange) -> str | None:
         caller = exchange.caller
@@ -260,20 +278,30 @@ class Oracles:
         if b'"embedding"' in exchange.body:
             return "upstream embedding leaked"
         for result in body.get("results") or ():
-            if isinstance(result, dict) and "vector" in result:
-                allowed = self.vector_rules.get(body.get("collection"), ())
-                if not any(rule <= caller.scopes for rule in allowed):
-                    return "vector without a rule allowing it"
+            if isinstance(result, dict) and "vector" in result \
+                    and not self._vectors_allowed(caller, str(body.get("collection"))):
+                return "vector without a rule allowing it"
         return None
 
 
-def _vector_rules(loaded: LoadedConfig) -> dict[str, list[frozenset[str]]]:
-    """collection -> the scope sets that a vector-return rule in the policy files allows."""
-    rules: dict[str, list[frozenset[str]]] = {}
-    for pack in loaded.policies.values():
-        for rule in pack.get("vector_return") or ():
-            rules.setdefault(rule["collection"], []).append(frozenset(rule.get("scopes") or ()))
-    return rules
+def _jsonrpc_problem(body: Any, request_id: str | None = None,
+                     refusal: bool = False) -> str | None:
+    """A JSON-RPC answer's error must carry one of its spec's codes (or the server range) and a
+    message that is not Python's; one the gateway refuses at HTTP level also its request id."""
+    if not isinstance(body, dict) or body.get("jsonrpc") != "2.0":
+        return "not a JSON-RPC object"
+    error = body.get("error")
+    if error is None:
+        return "a refusal without a JSON-RPC error" if refusal else None
+    code = error.get("code") if isinstance(error, dict) else None
+    if not isinstance(code, int) or not (code in _JSONRPC_CODES or -32099 <= code <= -32000):
+        return f"JSON-RPC error code {code!r}"
+    if any(text in str(error.get("message", "")) for text in _PYTHON_TEXTS):
+        return "Python's exception text in a JSON-RPC error"
+    data = error.get("data")
+    if refusal and (not isinstance(data, dict) or data.get("request_id") != request_id):
+        return "request_id differs from X-Request-Id"
+    return None
 
 
 def _encodings(value: str) -> tuple[bytes, ...]:
