@@ -26,7 +26,7 @@ from check_origin import API_KEY, BROKEN, TOKEN
 from processes import ROOT, Process, counting_http_server, free_port, wait_for_http
 
 from gateway.check import SPEC_KEYS, aip
-from gateway.check.bounded import BoundedTransport, TooLarge
+from gateway.check.bounded import BoundedTransport, TooLarge, Unreadable
 from gateway.check.http import MAX_BYTES, new_client
 from gateway.check.runner import CHECKS
 from gateway.cli import main
@@ -273,6 +273,28 @@ async def test_the_bound_holds_after_decoding_and_a_small_answer_still_decodes(c
             with pytest.raises(TooLarge):
                 await client.get("http://origin.test/")
             assert bound.exceeded
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+async def test_bytes_after_a_compressed_answer_are_not_kept(coding: str):
+    """zlib keeps whatever follows the end of a stream (unused_data), and the decoded size of
+    those bytes is 0: the answer is refused as soon as they come, not read to its end."""
+    packer = zlib.compressobj(wbits=31 if coding == "gzip" else 15)
+    sent = 0
+
+    async def junk_after_the_stream() -> AsyncIterator[bytes]:
+        nonlocal sent
+        yield packer.compress(b"{}") + packer.flush()
+        for _ in range(16 * 1024):  # 1 GiB, made as it is read
+            sent += 65536
+            yield b"j" * 65536
+
+    answer = httpx2.MockTransport(lambda _: httpx2.Response(
+        200, content=junk_after_the_stream(), headers={"Content-Encoding": coding}))
+    async with new_client(5, transport=BoundedTransport(answer)) as client:
+        with pytest.raises(Unreadable):
+            await client.get("http://origin.test/")
+    assert sent <= 65536
 
 
 async def _streamed(body: bytes) -> AsyncIterator[bytes]:

@@ -66,10 +66,11 @@ class _Capped(httpx2.AsyncByteStream):
         self._decoder = zlib.decompressobj(_AUTO_HEADER) if compressed else None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        room = self._owner.limit
+        room = received = self._owner.limit  # decoded bytes, and bytes as sent, still allowed
         async for chunk in self._raw:
+            received -= len(chunk)
             data = self._decode(chunk, room + 1)
-            if len(data) > room:
+            if len(data) > room or received < 0:
                 self._owner.exceeded = True
                 raise TooLarge()
             room -= len(data)
@@ -80,9 +81,12 @@ class _Capped(httpx2.AsyncByteStream):
         if self._decoder is None:
             return chunk
         try:
-            return self._decoder.decompress(chunk, at_most)
+            data = self._decoder.decompress(chunk, at_most)
         except zlib.error:
             raise Unreadable("answer not in the Content-Encoding it names") from None
+        if self._decoder.eof and self._decoder.unused_data:  # zlib would keep all that follows
+            raise Unreadable("answer continues past its compressed stream")
+        return data
 
     async def aclose(self) -> None:
         await self._raw.aclose()
