@@ -238,6 +238,19 @@ def test_the_mcp_resource_audiences_are_configurable(deployment):
 
 
 
+def test_a_token_shown_at_another_resource_is_no_failed_authentication(deployment):
+    """Refused, but not counted against the address (past auth.failure_limit, 30 a minute,
+    a new token from it would be 429), and on a public document read as no credential."""
+    url = deployment.gateway.url
+    for_mcp = minted(url + "/mcp")
+    for _ in range(35):
+        assert refused_as_not_ours(aidre_search(url, for_mcp))
+    assert httpx.get(url + "/.well-known/ai",
+                     headers={"authorization": f"Bearer {for_mcp}"}).status_code == 200
+    fresh = minted(AUDIENCE)  # not verified before: it goes through the failure limit
+    assert aidre_search(url, fresh).status_code == 200
+
+
 def test_where_a_token_may_be_used_follows_its_audiences():
     from gateway.auth.audiences import ResourceAudiences
 
@@ -258,3 +271,5 @@ def test_where_a_token_may_be_used_follows_its_audiences():
     assert own.limit(["https://gw.example/mcp", "other"], None) is None
     assert own.limit(["https://gw.example/mcp"], None) == frozenset({"/mcp"})
     assert ResourceAudiences().admits(None, "/anything")
+    # An own resource's URL also listed among an issuer's audiences: good everywhere.
+    assert own.limit(["https://gw.example/mcp"], [*issuer, "https://gw.example/mcp"]) is None

@@ -35,13 +35,15 @@ class ResourceAudiences:
         """Where a token whose `aud` claim is `claim` may be used. `general` are the audiences
         good everywhere (an issuer's); None (introspection, where no audience is configured)
         takes any audience that is not an own resource's as good everywhere."""
-        named = [claim] if isinstance(claim, str) else \
-            [value for value in claim if isinstance(value, str)] if isinstance(claim, list) else []
-        own = [audience for audience in named if audience in self._by_audience]
+        named = _audiences(claim)
+        own = named & self._by_audience.keys()
         if not own:
             return None
-        others = set(named) - set(own)
-        if (others & set(general)) if general is not None else others:
+        # Good everywhere: named for the gateway as a whole (also where an operator lists an
+        # own resource's URL among an issuer's audiences), or, without configured audiences,
+        # named for anything besides own resources.
+        everywhere = named & set(general) if general is not None else named - own
+        if everywhere:
             return None
         return frozenset(path for audience in own for path in self._by_audience[audience])
 
@@ -53,3 +55,11 @@ class ResourceAudiences:
         owning = [own for own in self._paths
                   if path == own or path.startswith(own.rstrip("/") + "/")]
         return bool(owning) and max(owning, key=len) in limit
+
+
+def _audiences(claim: Any) -> set[str]:
+    if isinstance(claim, str):
+        return {claim}
+    if isinstance(claim, list):
+        return {value for value in claim if isinstance(value, str)}
+    return set()

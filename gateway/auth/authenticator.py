@@ -85,9 +85,14 @@ class Authenticator:
             tracing.annotate({"aigw.auth.credential": credential.kind})
             principal, limit = await self._resolve(ctx.client, credential)
             # An inner request is served for the resource its outer request was made to.
-            if not self._audiences.admits(limit, ctx.served_for or ctx.path):
-                raise InvalidToken("The token is not meant for this resource.")
-            return principal
+            if self._audiences.admits(limit, ctx.served_for or ctx.path):
+                return principal
+            # A good token shown at another resource is no failed authentication (not counted
+            # against the address); the public documents read it as no credential at all.
+            if self.routes.is_document(ctx.path):
+                return ANONYMOUS
+            return self._refuse(401, "invalid_token", "The token is not meant for this "
+                                "resource.", path=ctx.path)
         except BadCredentials as exc:
             return await self._failed(ctx, 401, "invalid_request", str(exc))
         except OversizedToken:
