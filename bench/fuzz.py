@@ -226,8 +226,11 @@ def run_raw(port: int, people: list[Caller], examples: int, record: Callable,
     def call(request: RawRequest) -> None:
         for caller in people:
             request_id = record.next_id()
-            status, headers, body = send(port, request, {**caller.headers,
-                                                         "X-Request-Id": request_id})
+            try:
+                status, headers, body = send(port, request, {**caller.headers,
+                                                             "X-Request-Id": request_id})
+            except (ConnectionError, TimeoutError, ValueError):  # counted: no answer at all
+                status, headers, body = 0, {}, b""
             request_id = headers.get("x-request-id", request_id)
             record(Exchange(caller, request.method, request.target, request_id,
                             request.target.encode("latin-1") + request.body, status, headers,
@@ -259,7 +262,7 @@ def report(oracles: Oracles, started: float, lag: Histogram | None) -> str:
     counts = oracles.findings.counts
     lines = [f"aigw make fuzz, {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, "
              f"{time.monotonic() - started:.0f} s", ""]
-    labels = {"requests_sent": "requests sent", "server_errors": "5xx responses",
+    labels = {"requests_sent": "requests sent", "server_errors": "5xx responses (or no answer)",
               "outside_envelope": "responses outside their surface's envelope",
               "not_for_caller": "responses with a field or record the caller may not see",
               "unauthenticated_upstream": "unauthenticated requests that reached the upstream",

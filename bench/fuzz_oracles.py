@@ -1,7 +1,7 @@
 """What `make fuzz` counts: each exchange is judged by the owner of its path, exactly as the
 gateway routes it (the same `PathOwners`), against the schemas of the served OpenAPI document.
 
-- `server_errors`: any 5xx.
+- `server_errors`: any 5xx, or a connection closed without an answer.
 - `outside_envelope`: a body the gateway wrote that is not its owner's envelope (AIDRE error or
   success shape; AIP's RetrieveResponse, event receipt and aip.json; AIDIP's and PDPP's error
   objects; the gateway's error dialect; the /.well-known/ai schema), a wrong media type, or a
@@ -122,8 +122,10 @@ class Oracles:
         self.by_request_id[exchange.request_id] = (exchange, owner)
         label = f"{exchange.caller.name} {exchange.method} {exchange.target[:200]} -> " \
                 f"{exchange.status} {exchange.body[:300]!r}"
-        if exchange.status >= 500:
+        if exchange.status >= 500 or exchange.status == 0:  # 0: closed without an answer
             self.findings.add("server_errors", label)
+            if exchange.status == 0:
+                return
         attack = self._accepted_attack(exchange, owner)
         if attack:
             self.findings.add("accepted_attacks", f"{attack}: {label}")
