@@ -229,3 +229,15 @@ def test_a_gateway_error_inside_a_tool_is_a_tool_error_with_its_code():
     assert result.structured_content["error"] == {
         "code": "answer_too_large", "message": "The answer is too large to relay.",
         "status": 502, "request_id": "rid-2"}
+
+
+def test_a_schema_with_local_refs_is_checked_whole_and_named_where_it_can_be():
+    from gateway.surfaces.mcp.arguments import SchemaCheck
+
+    check = SchemaCheck({"type": "object", "properties": {"when": {"$ref": "#/$defs/day"},
+                                                          "n": {"type": "integer"}},
+                         "$defs": {"day": {"type": "string", "maxLength": 10}},
+                         "additionalProperties": False})
+    assert check.problem({"when": "2026-11-29", "n": 1}) is None
+    assert check.problem({"when": "x" * 11}) is not None  # the whole schema resolves the $ref
+    assert check.problem({"n": "1"}).path == "n"

@@ -55,17 +55,18 @@ class SchemaCheck:
 
     def __init__(self, schema: dict[str, Any]) -> None:
         self._whole = jsonschema_rs.validator_for(schema)
-        self._keywords = [(name, schema[name], jsonschema_rs.validator_for({name: schema[name]}))
-                          for name in _ordered(schema)]
+        self._keywords = [(name, schema[name], check) for name in _ordered(schema)
+                          if (check := _alone({name: schema[name]})) is not None]
         properties = schema.get("properties")
-        self._properties = {name: SchemaCheck(sub) for name, sub in properties.items()
-                            if isinstance(sub, dict)} if isinstance(properties, dict) else {}
+        self._properties = {name: check for name, sub in properties.items()
+                            if isinstance(sub, dict) and (check := _sub_check(sub))} \
+            if isinstance(properties, dict) else {}
         required = schema.get("required")
         self._required = [name for name in required if isinstance(name, str)] \
             if isinstance(required, list) else []
         self._closed = schema.get("additionalProperties") is False
         items = schema.get("items")
-        self._items = SchemaCheck(items) if isinstance(items, dict) else None
+        self._items = _sub_check(items) if isinstance(items, dict) else None
 
     def conforms(self, value: Any) -> bool:
         return bool(self._whole.is_valid(value))
@@ -102,6 +103,19 @@ class SchemaCheck:
             if unknown is not None:
                 return Problem(_join(path, str(unknown)[:_MAX_NAME]), "unknown")
         return None
+
+
+def _alone(schema: dict[str, Any]) -> Any:
+    """A keyword or subschema compiled on its own; None when it cannot be (a `$ref` into the
+    whole schema's `$defs`): the whole schema still decides, only the naming is coarser."""
+    try:
+        return jsonschema_rs.validator_for(schema)
+    except ValueError:
+        return None
+
+
+def _sub_check(schema: dict[str, Any]) -> SchemaCheck | None:
+    return SchemaCheck(schema) if _alone(schema) is not None else None
 
 
 def _ordered(schema: dict[str, Any]) -> list[str]:
