@@ -11,6 +11,7 @@ with a log shipper) keeps its mode, and only what is made in it is private."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from pathlib import Path
 
 FILE_MODE = 0o600
 FOLDER_MODE = 0o700
+log = logging.getLogger("aigw")
 
 
 def private_folder(path: Path, *, own: bool = True) -> Path:
@@ -35,7 +37,7 @@ def private_folder(path: Path, *, own: bool = True) -> Path:
             continue  # another process made it meanwhile
         os.chmod(folder, FOLDER_MODE)  # exactly: the umask may have taken the owner's bits
     if own and path not in missing:
-        _tighten(os.stat(path).st_mode, lambda mode: os.chmod(path, mode))
+        _tighten(path, os.stat(path), lambda mode: os.chmod(path, mode))
     return path
 
 
@@ -45,7 +47,7 @@ def open_private(path: Path | str, flags: int, *, own: bool = True) -> int:
     descriptor = os.open(path, flags | os.O_CREAT, FILE_MODE)
     if own:
         try:
-            _tighten(os.fstat(descriptor).st_mode, lambda mode: os.fchmod(descriptor, mode))
+            _tighten(path, os.fstat(descriptor), lambda mode: os.fchmod(descriptor, mode))
         except BaseException:
             os.close(descriptor)
             raise
@@ -63,10 +65,16 @@ def private_file(path: Path) -> Path:
 def tighten(path: Path) -> None:
     """An existing file or folder of the gateway's own made private (nothing when absent)."""
     with contextlib.suppress(FileNotFoundError):
-        _tighten(os.stat(path).st_mode, lambda mode: os.chmod(path, mode))
+        _tighten(path, os.stat(path), lambda mode: os.chmod(path, mode))
 
 
-def _tighten(mode: int, change: Callable[[int], None]) -> None:
-    """Drop the group's and others' bits of `mode`, if it has any."""
-    if stat.S_IMODE(mode) & 0o077:
-        change(stat.S_IMODE(mode) & 0o700)
+def _tighten(path: Path | str, status: os.stat_result, change: Callable[[int], None]) -> None:
+    """Drop the group's and others' bits of a file or folder the gateway's user owns; one
+    another user owns (a folder an operator chose, say) is left as it is, with a warning."""
+    mode = stat.S_IMODE(status.st_mode)
+    if not mode & 0o077:
+        return
+    if status.st_uid != os.geteuid():
+        log.warning("readable by others and not this user's to change: %s", path)
+        return
+    change(mode & 0o700)

@@ -111,3 +111,18 @@ def test_an_index_folder_an_older_version_left_readable_is_tightened(tmp_path: P
     folder.chmod(0o755)
     open_index(SearchIndexSettings(path=str(folder)), notes_stream(), "", "", None).close()
     assert mode(folder) == 0o700
+
+
+def test_a_folder_another_user_owns_is_left_as_it_is_with_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    """An operator's folder (another user's) is not the gateway's to chmod (a chmod would
+    fail unless it runs as root): it is used as it is, and its looseness is said."""
+    from gateway.private_files import private_folder
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    os.chmod(shared, 0o755)
+    monkeypatch.setattr(os, "geteuid", lambda: shared.stat().st_uid + 1)  # another user
+    assert private_folder(shared) == shared
+    assert mode(shared) == 0o755
+    assert "not this user's to change" in caplog.text
