@@ -25,7 +25,13 @@ from pdpp_config import CLIENT_KEY, OWNER_KEY, config
 from processes import Gateway
 
 from gateway.index.base import IndexedRecord
-from gateway.index.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, QueryTooLarge, query_terms
+from gateway.index.query import (
+    MAX_QUERY_CHARS,
+    MAX_QUERY_TERMS,
+    QueryTooLarge,
+    query_terms,
+    query_words,
+)
 from gateway.index.sqlite import SqliteIndex
 from gateway.surfaces.pdpp.streams import fts5_match
 
@@ -150,6 +156,15 @@ def test_an_upstream_fts5_expression_holds_the_same_bound() -> None:
     expression = fts5_match(" ".join(w for word in words for w in (word, word)), ("subject",))
     quoted = " ".join(f'"{word}"' for word in words[:MAX_QUERY_TERMS])
     assert expression == "{subject} : (" + quoted + ")"  # each word once, the first ones
+
+
+def test_an_accepted_query_reaches_an_upstream_with_every_term() -> None:
+    """Stopwords, repeats and other cases of a word are no terms, so they take no place of
+    one in what an upstream is sent: 32 terms among 60 words all get there."""
+    words = distinct_words(MAX_QUERY_TERMS)
+    typed = " ".join(f"the {word} {word.upper()} of" for word in words)
+    assert len(query_terms(typed)) == MAX_QUERY_TERMS  # the surfaces accept it
+    assert query_words(typed) == words
 
 
 @pytest.fixture

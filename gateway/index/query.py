@@ -45,6 +45,15 @@ def bounded(terms: Iterable[str]) -> list[str]:
 
 
 def query_words(text: str) -> list[str]:
-    """The distinct words of `text` as typed (split at white space), at most MAX_QUERY_TERMS:
-    what an upstream's own full-text search is sent, to tokenize as it does."""
-    return bounded(text[:MAX_QUERY_CHARS].split())
+    """The words of `text` as typed (split at white space) that bring a search term the
+    words before them did not (so no stopword, repeat or other case of one), at most
+    MAX_QUERY_TERMS: what an upstream's own full-text search is sent, to tokenize as it does.
+    A query the surfaces accept (at most that many distinct terms) loses none of its terms."""
+    seen: set[str] = set()
+    words = []
+    for word in text[:MAX_QUERY_CHARS].split():
+        terms = set(tokenize(word))
+        if terms - seen:
+            seen |= terms
+            words.append(word)
+    return words[:MAX_QUERY_TERMS]

@@ -176,7 +176,7 @@ class AgentRequests(RequestHandler):
         if field is None:
             raise ContentTypeNotSupportedError(
                 "This skill takes its input as one data part (application/json), not "
-                f"{part.media_type or part.WhichOneof('content') or 'this part'}.",
+                f"{part.media_type[:64] or part.WhichOneof('content') or 'this part'}.",
                 error_data("ContentTypeNotSupported", exchange.request_id,
                            accepted=[JSON_MODE]))
         return {field: part.text}
