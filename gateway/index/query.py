@@ -45,15 +45,10 @@ def bounded(terms: Iterable[str]) -> list[str]:
 
 
 def query_words(text: str) -> list[str]:
-    """The words of `text` as typed (split at white space) that bring a search term the
-    words before them did not (so no stopword, repeat or other case of one), at most
-    MAX_QUERY_TERMS: what an upstream's own full-text search is sent, to tokenize as it does.
-    A query the surfaces accept (at most that many distinct terms) loses none of its terms."""
-    seen: set[str] = set()
-    words = []
+    """The distinct words of `text` as typed (split at white space; another case of a word is
+    the same word, as full-text tokenizers fold case), at most MAX_QUERY_TERMS: what an
+    upstream's own full-text search is sent, to tokenize as it does (stopwords included)."""
+    words: dict[str, str] = {}
     for word in text[:MAX_QUERY_CHARS].split():
-        terms = set(tokenize(word))
-        if terms - seen:
-            seen |= terms
-            words.append(word)
-    return words[:MAX_QUERY_TERMS]
+        words.setdefault(word.casefold(), word)
+    return list(words.values())[:MAX_QUERY_TERMS]
