@@ -36,8 +36,12 @@ redis:
 	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || \
 	  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no
 
+# Ports: make demo PORT=8090 ADMIN_PORT=9091 ISSUER_PORT=8092 BACKEND_PORT=8091
 demo: install
-	$(BIN)/aigw demo --config config/demo.yaml
+	$(BIN)/aigw demo --config config/demo.yaml $(if $(PORT),--port $(PORT)) \
+	  $(if $(ADMIN_PORT),--admin-port $(ADMIN_PORT)) \
+	  $(if $(ISSUER_PORT),--issuer-port $(ISSUER_PORT)) \
+	  $(if $(BACKEND_PORT),--backend-port $(BACKEND_PORT))
 
 # Regenerate the committed JSON Schemas of the config and of a policy file (tests check both).
 schema: install

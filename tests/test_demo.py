@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -124,3 +125,25 @@ def test_everything_the_demo_writes_is_its_owners_alone(demo):
     assert not loose, loose
     process.send_signal(signal.SIGINT)
     assert process.wait(15) == 0
+
+
+def test_a_taken_port_is_one_clear_line_not_a_traceback(tmp_path: Path):
+    """Before the banner: which port is taken, the flag that moves it, exit 2 (it was the
+    banner, then a lifespan traceback and exit 3)."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "config", checkout / "config")
+    shutil.copytree(ROOT / "policies", checkout / "policies")
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AIGW_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway", "demo", "--backend-port", str(free_port()),
+             "--port", str(free_port()), "--admin-port", str(taken),
+             "--issuer-port", str(free_port()), "--config", str(checkout / "config" / "demo.yaml")],
+            cwd=checkout, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"the admin port 127.0.0.1:{taken} is taken (--admin-port)" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout and "curl" not in done.stdout

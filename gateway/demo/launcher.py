@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -123,6 +124,12 @@ def run_demo(config_path: str, backend_port: int, ports: dict[str, str] | None =
     loaded = load_or_exit(config_path)
     settings = loaded.settings
     configure_logging(settings.logging.level)
+    taken = _taken_ports(settings, backend_port)
+    if taken:
+        print("aigw demo: " + "; ".join(taken) + ". Stop what uses it, or choose another "
+              "port (make demo PORT=… ADMIN_PORT=… ISSUER_PORT=… BACKEND_PORT=…).",
+              file=sys.stderr)
+        return 2
     companions = [listener(create_app(), "127.0.0.1", backend_port)]
     issuer_url = "(none configured)"
     if settings.demo is not None and settings.demo.issuer is not None:
@@ -143,6 +150,28 @@ def run_demo(config_path: str, backend_port: int, ports: dict[str, str] | None =
     ), flush=True)
     run(loaded, companions=companions)
     return 0
+
+
+def _taken_ports(settings: Settings, backend_port: int) -> list[str]:
+    """Each port the demo listens on that something else holds, said with its flag; checked
+    before the banner, so a taken port is one clear line rather than a traceback."""
+    wanted = [("gateway", settings.listen.host, settings.listen.port, "--port"),
+              ("admin", settings.admin.host, settings.admin.port, "--admin-port"),
+              ("backend", "127.0.0.1", backend_port, "--backend-port")]
+    if settings.demo is not None and settings.demo.issuer is not None:
+        wanted.append(("issuer", "127.0.0.1", settings.demo.issuer.port, "--issuer-port"))
+    return [f"the {name} port {host}:{port} is taken ({flag})"
+            for name, host, port, flag in wanted if not _free(host, port)]
+
+
+def _free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _client_secret(settings: Settings, client_id: str) -> str:
