@@ -250,5 +250,7 @@ def configure_logging(level: str) -> None:
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
     logging.getLogger("uvicorn.access").disabled = True
-    for chatty in ("httpx", "httpcore"):  # they log every URL, query strings (tokens) included
+    # they log every URL, query strings (tokens) included
+    for chatty in ("httpx", "httpcore", "httpx2", "httpcore2"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    logging.captureWarnings(True)  # a library's warning is a JSON line too, not raw stderr

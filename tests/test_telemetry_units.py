@@ -208,3 +208,17 @@ def test_a_sampler_from_the_environment_is_asked_before_any_span(spans_at, monke
     assert not a_request()[3] and exporter.get_finished_spans() == ()
     caller = [(b"traceparent", f"00-{'ab' * 16}-{'cd' * 8}-01".encode())]
     assert a_request(caller, trusted=True)[3] and len(exporter.get_finished_spans()) == 3
+
+
+def test_a_library_warning_is_a_json_log_line_not_raw_stderr():
+    """Workers printed a raw UserWarning to stderr, breaking the JSON log stream (issue 34)."""
+    import json
+    import subprocess
+    import sys
+
+    script = ("import warnings\nfrom gateway.observability import configure_logging\n"
+              "configure_logging('info')\nwarnings.warn('something deprecated', UserWarning)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=True)
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert any("something deprecated" in line["message"] for line in lines), done.stderr
