@@ -36,7 +36,25 @@ def core_warnings(settings: Settings) -> list[Problem]:
         found.append(("decision_log.subjects",
                       "deprecated: set logging.subjects, one rule for the subject in every log "
                       f"(read as logging.subjects: {settings.log_subjects})"))
-    return found + public_rule_warnings(settings) + mapped_url_warnings(settings)
+    return found + passthrough_warnings(settings) + public_rule_warnings(settings) \
+        + mapped_url_warnings(settings)
+
+
+def passthrough_warnings(settings: Settings) -> list[Problem]:
+    """A passthrough (`default_upstream`) with nothing in front of it: every caller reaches
+    the upstream unauthenticated, or without any limit."""
+    if settings.default_upstream is None:
+        return []
+    found = []
+    if settings.auth is None:
+        found.append(("auth", "expected authentication in front of the passthrough to "
+                      f"{settings.default_upstream!r}: without `auth` every request reaches it "
+                      "anonymously"))
+    if settings.rate_limits is None or not settings.rate_limits.rules:
+        found.append(("rate_limits", "expected a rate limit in front of the passthrough to "
+                      f"{settings.default_upstream!r}: without one any caller may send it "
+                      "any number of requests"))
+    return found
 
 
 def mapped_url_warnings(settings: Settings) -> list[Problem]:

@@ -255,3 +255,17 @@ def test_pdpp_fields_that_look_like_urls_warn(tmp_path: Path, name: str, path: s
     found = {w.split(":")[0] for w in warnings_of(tmp_path, config) if URL_DROPPED in w}
     assert "pdpp.streams.articles.fields.url" in found  # the demo's own, without a public URL
     assert (f"pdpp.streams.messages.fields.{name}" in found) is warned
+
+
+def test_a_passthrough_with_no_auth_or_no_rate_limit_in_front_warns(tmp_path: Path):
+    """`validate --strict` fails on a passthrough every caller reaches anonymously, or without
+    a limit (issue 34); with both in front, neither warning."""
+    bare = {"upstreams": {"legacy": {"url": "http://127.0.0.1:9"}}, "default_upstream": "legacy"}
+    found = warnings_of(tmp_path, bare)
+    assert any(line.startswith("auth: expected authentication in front of the passthrough")
+               for line in found), found
+    assert any(line.startswith("rate_limits: expected a rate limit in front of the passthrough")
+               for line in found), found
+    guarded = {**bare, "rate_limits": LIMITED, "public_base_url": "https://ai.example.com",
+               "auth": {"api_keys": {"keys": [{"sha256": "0" * 64, "subject": "s"}]}}}
+    assert not [line for line in warnings_of(tmp_path, guarded) if "passthrough" in line]
