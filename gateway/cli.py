@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 from gateway import registry
 from gateway.check.cli import add_check_parser
@@ -96,6 +97,13 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def package_version() -> str:
+    try:
+        return version("aigw")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from gateway.demo.launcher import run_demo
 
@@ -107,6 +115,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aigw", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"aigw {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="serve the gateway from a config file")
     run.add_argument("--config", "-c", required=True, help="the gateway's config file")

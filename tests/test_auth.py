@@ -133,6 +133,27 @@ def test_bad_bearer_tokens_get_401_with_a_challenge(get, case: str):
     assert_refused(response, 401, error)
 
 
+def test_a_token_of_an_unknown_issuer_is_refused_naming_that_issuer(get):
+    response = get("/echo/articles", K1.token(iss="https://evil.test"))
+    assert_refused(response, 401, "invalid_token")
+    message = "The token's issuer 'https://evil.test' is not one this gateway trusts."
+    assert response.json()["error"]["message"] == message
+    assert f'error_description="{message}"' in challenge(response)
+
+
+def test_an_unknown_issuer_is_quoted_short_and_in_safe_characters_only(get):
+    hostile = 'https://evil.test/"\\\u00e9\x07' + "a" * 200 + "the-rest-of-the-claim"
+    response = get("/echo/articles", K1.token(iss=hostile, sub="secret-subject"))
+    assert_refused(response, 401, "invalid_token")
+    message = response.json()["error"]["message"]
+    quoted = message.removeprefix("The token's issuer '").removesuffix(
+        "' is not one this gateway trusts.")
+    assert quoted.startswith("https://evil.test/????a") and quoted.endswith("...")
+    assert len(quoted) == 100 + len("...")
+    assert "the-rest" not in message and "secret-subject" not in message
+    assert f'error_description="{message}"' in challenge(response)
+
+
 def test_two_authorization_headers_are_refused(get):
     headers = [("authorization", f"Bearer {K1.token()}"), ("authorization", "Bearer other")]
     assert_refused(get("/echo/articles", headers=headers), 401, "invalid_request")

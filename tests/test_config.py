@@ -35,6 +35,14 @@ def aigw(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, cwd=ROOT, timeout=60)
 
 
+def test_aigw_version_prints_the_package_version_and_exits_0():
+    from importlib.metadata import version
+
+    result = aigw("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"aigw {version('aigw')}"
+
+
 def test_a_minimal_config_gets_documented_defaults(tmp_path: Path):
     path = write(tmp_path, "upstreams:\n  legacy:\n    url: http://127.0.0.1:9000/\n")
     settings = load_config(path, env={}).settings

@@ -329,6 +329,24 @@ async def test_a_stale_keep_alive_connection_is_retried_for_idempotent_methods_o
     assert script.connections == (2 if retried else 1)
 
 
+async def test_a_timeout_on_a_reused_connection_is_never_retried():
+    async def handler(reader, writer):
+        await script.head(reader)
+        writer.write(answer(b"first"))
+        await writer.drain()
+        await script.head(reader)  # the upstream is working on it, slower than the timeout
+        await asyncio.sleep(3)
+
+    async with Script(handler) as script:
+        client = transport(script.url, read=0.3)
+        assert (await fetch(client, script.url + "/"))[2] == b"first"
+        with pytest.raises(UpstreamError) as caught:
+            await fetch(client, script.url + "/")
+        await client.aclose()
+    assert caught.value.kind == "timeout"
+    assert (script.connections, len(script.heads)) == (1, 2)  # the upstream got it once
+
+
 async def test_connections_are_reused_and_capped_by_max_connections():
     active = [0]
     peak = [0]
@@ -535,11 +553,12 @@ def chunked_with_trailers(trailers: bytes) -> bytes:
 
 async def test_trailers_count_towards_the_caps_and_are_never_kept():
     async def handler(reader, writer):
-        head = await script.head(reader)
-        count = 1 if b"/few" in head else 200
-        writer.write(chunked_with_trailers(b"".join(b"x-t%d: v\r\n" % i for i in range(count))))
-        await writer.drain()
-        await reader.read()
+        while True:
+            head = await script.head(reader)
+            count = 1 if b"/few" in head else 200
+            trailers = b"".join(b"x-t%d: v\r\n" % i for i in range(count))
+            writer.write(chunked_with_trailers(trailers))
+            await writer.drain()
 
     async with Script(handler) as script:
         client = transport(script.url)

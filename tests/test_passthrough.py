@@ -266,6 +266,25 @@ def test_upstream_timeout_is_a_504(client: httpx.Client):
     assert_gateway_error(client.get("/slow?seconds=3"), 504, "upstream_timeout")
 
 
+@pytest.mark.parametrize("transport", ["httptools", "aiohttp", "httpx"])
+def test_a_read_timeout_is_answered_once_and_never_sent_to_the_upstream_twice(
+        gateway_factory, echo: str, transport: str):
+    read = 2.0
+    slow = gateway_factory({
+        "upstreams": {"slow": {"url": echo, "transport": transport,
+                               "timeout": {"connect": 1, "read": read}}},
+        "default_upstream": "slow",
+    })
+    with httpx.Client(base_url=slow.url, timeout=30) as client:
+        before = client.get("/count").json()["others"]  # leaves a kept-alive connection
+        started = time.monotonic()
+        assert_gateway_error(client.get("/slow?seconds=4"), 504, "upstream_timeout")
+        elapsed = time.monotonic() - started
+        after = client.get("/count").json()["others"]
+    assert after - before == 1  # the slow request reached the upstream once
+    assert elapsed < 2 * read
+
+
 def test_unreachable_upstream_is_a_502(gateway_factory):
     dead = gateway_factory({
         "upstreams": {"gone": {"url": f"http://127.0.0.1:{free_port()}"}},

@@ -19,7 +19,7 @@ from gateway.auth.credentials import BadCredentials, Credential, OversizedToken,
 from gateway.auth.failures import FailureLimiter, TooManyFailures
 from gateway.auth.grants import GrantError
 from gateway.auth.introspection import IntrospectionUnavailable, Introspector
-from gateway.auth.jwt_verifier import InvalidToken, JwtVerifier, NotOurs
+from gateway.auth.jwt_verifier import InvalidToken, JwtVerifier, NotOurs, untrusted_issuer
 from gateway.auth.metadata import MetadataUrls
 from gateway.auth.principals import ClaimsError, principal_from_claims
 from gateway.auth.routes import RouteTable
@@ -126,11 +126,12 @@ class Authenticator:
             if principal is None:
                 raise InvalidToken("The API key is not recognised.")
             return principal, None
+        unknown_issuer = None
         if self._jwt is not None:
             try:
                 issuer, claims = await self._jwt.verify(credential.value)
-            except NotOurs:
-                pass
+            except NotOurs as exc:
+                unknown_issuer = exc.issuer
             else:
                 verified = (self._principal(claims, issuer.token_kind_claim,
                                             issuer.default_token_kind, issuer.grant_claim),
@@ -138,13 +139,20 @@ class Authenticator:
                 self._verified.put(credential.value, verified, claims["exp"] - time.time())
                 return verified
         if self._introspector is not None:
-            return await self._introspect(credential.value)
+            return await self._introspect(credential.value, unknown_issuer)
+        if unknown_issuer is not None:
+            raise untrusted_issuer(unknown_issuer)
         raise InvalidToken("The token is not recognised.")
 
-    async def _introspect(self, token: str) -> tuple[Principal, Limit]:
+    async def _introspect(self, token: str, unknown_issuer: str | None
+                          ) -> tuple[Principal, Limit]:
+        """The introspected token; refused naming its issuer when it is a JWT of an issuer
+        not configured here that the introspection endpoint does not know either."""
         assert self._introspector is not None
         answer = await self._introspector.introspect(token)
         if answer is None:
+            if unknown_issuer is not None:
+                raise untrusted_issuer(unknown_issuer)
             raise InvalidToken("The token is not active.")
         settings = self._introspector.settings
         verified = (self._principal(answer, settings.token_kind_field,

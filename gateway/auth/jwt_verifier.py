@@ -20,7 +20,25 @@ class InvalidToken(Exception):
 
 
 class NotOurs(Exception):
-    """Not a JWT of a configured issuer: another verifier (introspection) may know it."""
+    """Not a JWT of a configured issuer: another verifier (introspection) may know it.
+    `issuer`: the unverified `iss` of a JWT naming an issuer not configured here."""
+
+    def __init__(self, issuer: str | None = None) -> None:
+        super().__init__()
+        self.issuer = issuer
+
+
+_ISSUER_SHOWN = 100  # characters of an unknown issuer a refusal quotes
+
+
+def untrusted_issuer(issuer: str) -> InvalidToken:
+    """The refusal of a token from `issuer`, quoted short and in characters that fit the
+    quoted `error_description` of a challenge (RFC 6750 §3), so it can carry nothing else."""
+    shown = "".join(c if " " <= c <= "~" and c not in '"\\' else "?"
+                    for c in issuer[:_ISSUER_SHOWN])
+    if len(issuer) > _ISSUER_SHOWN:
+        shown += "..."
+    return InvalidToken(f"The token's issuer '{shown}' is not one this gateway trusts.")
 
 
 class JwtVerifier:
@@ -44,7 +62,7 @@ class JwtVerifier:
         issuer_claim = unverified.get("iss")
         entry = self._issuers.get(issuer_claim) if isinstance(issuer_claim, str) else None
         if entry is None:
-            raise NotOurs()
+            raise NotOurs(issuer_claim if isinstance(issuer_claim, str) else None)
         issuer, jwks = entry
         algorithm = header.get("alg")
         if algorithm not in issuer.algorithms:

@@ -13,9 +13,10 @@ unlike the faster Rust clients it sends the request target byte for byte and add
   decoded.
 - A connection goes back to the pool only when its exchange ended exactly, and leaves it only
   when nothing arrived while it was idle (h1_connection.py).
-- A request that fails on a reused keep-alive connection before any byte of an answer came back
+- A request whose reused keep-alive connection closed before any byte of an answer came back
   is sent once more on a new connection, when its method is idempotent and its body was not
-  streamed; the upstream closing an idle connection is then invisible to the client.
+  streamed; the upstream closing an idle connection is then invisible to the client. A timeout
+  is never retried: the upstream may be working on the request, and would get it twice.
 """
 
 from __future__ import annotations
@@ -90,10 +91,9 @@ class H1Transport(Transport):
         connection, reused = await self._pool.acquire()
         try:
             status, fields = await self._exchange(connection, head, held, body, streamed)
-        except UpstreamError:
-            retry = reused and not connection.received_any and not streamed
+        except UpstreamError as error:
             self._pool.discard(connection)
-            if not (retry and method in IDEMPOTENT):
+            if not (reused and _closed_unanswered(error, connection, method, streamed)):
                 raise
             connection = await self._pool.acquire_new()
             try:
@@ -139,6 +139,14 @@ class H1Transport(Transport):
 
     async def aclose(self) -> None:
         await self._pool.aclose()
+
+
+def _closed_unanswered(error: UpstreamError, connection: H1Connection, method: str,
+                       streamed: bool) -> bool:
+    """The connection closed before any byte of an answer (an idle close racing the request),
+    and the request is idempotent and held whole, so sending it again is safe."""
+    return (error.kind == "protocol" and not connection.received_any and not streamed
+            and method in IDEMPOTENT)
 
 
 async def _send_stream(connection: H1Connection, body: Body | None, *, chunked: bool) -> None:
