@@ -116,3 +116,44 @@ def test_an_upstream_credential_change_gets_a_new_upstream_client() -> None:
     one = Upstream(url="http://127.0.0.1:9", add_headers={"Authorization": "Bearer one"})
     two = Upstream(url="http://127.0.0.1:9", add_headers={"Authorization": "Bearer two"})
     assert settings_key(one) != settings_key(two)
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ({"listen": {"port": 18081}}, "listen.port"),
+    ({"admin": {"port": 19091}}, "admin"),
+    ({"logging": {"level": "debug"}}, "logging.level"),
+    ({"tracing": {"enabled": False, "service_name": "renamed"}}, "tracing"),
+])
+async def test_a_reload_that_changes_a_setting_read_only_at_start_is_refused_naming_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, change: dict[str, Any],
+        named: str) -> None:
+    from gateway import observability
+
+    path = tmp_path / "gateway.yaml"
+    config = {"upstreams": {"a": {"url": "http://127.0.0.1:9"},
+                            "b": {"url": "http://127.0.0.1:10"}}, "default_upstream": "a"}
+    write_config(path, config)
+    runtime = Runtime(load_config(path, env={}))
+    try:
+        write_config(path, {**config, "default_upstream": "b", **change})
+        before = observability.CONFIG_RELOADS.labels("failure")._value.get()
+        assert await Reloader(runtime).reload("test") is False
+        assert observability.CONFIG_RELOADS.labels("failure")._value.get() == before + 1
+        assert runtime.current.number == 1 and runtime.current.settings.default_upstream == "a"
+        refused = [r for r in caplog.records if r.getMessage().startswith("config reload refused")]
+        assert refused and refused[-1].fields["restart_needed"] == [named]  # type: ignore[attr-defined]
+    finally:
+        await runtime.aclose()
+
+
+async def test_a_reload_that_changes_a_body_timeout_is_applied(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    config: dict[str, Any] = {"upstreams": {"a": {"url": "http://127.0.0.1:9"}}}
+    write_config(path, config)
+    runtime = Runtime(load_config(path, env={}))
+    try:
+        write_config(path, {**config, "listen": {"body_timeout": 7}})
+        assert await Reloader(runtime).reload("test") is True
+        assert runtime.current.settings.listen.body_timeout == 7
+    finally:
+        await runtime.aclose()
