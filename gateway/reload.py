@@ -1,6 +1,7 @@
 """Config reload: on SIGHUP or when a watched file changes, load, validate, swap.
 
-A config that fails to load is logged and counted, and the last good one keeps serving.
+A config that fails to load is logged and counted, and the last good one keeps serving; so is
+one that changes a setting read only at start (gateway.start_only), which names the setting.
 Files are polled rather than watched with inotify, because Kubernetes updates mounted
 ConfigMaps by swapping a symlink, which inotify watches on the files themselves miss.
 """
@@ -13,6 +14,7 @@ import logging
 from gateway import observability
 from gateway.loader import ConfigError, LoadedConfig, fingerprint, load_config, policies_folder
 from gateway.runtime import Runtime
+from gateway.start_only import start_only_changes
 
 log = logging.getLogger("aigw.reload")
 _SETTLE_SECONDS = 0.1
@@ -39,6 +41,13 @@ class Reloader:
                 problems = [str(issue) for issue in exc.issues]
                 log.error("config reload rejected; the last good config keeps serving",
                           extra={"fields": {"reason": reason, "errors": problems}})
+                return False
+            restart = start_only_changes(self.runtime.current.settings, loaded.settings)
+            if restart:
+                observability.CONFIG_RELOADS.labels("failure").inc()
+                log.error("config reload refused: these settings apply only at start; restart "
+                          "the gateway to change them, the last good config keeps serving",
+                          extra={"fields": {"reason": reason, "restart_needed": restart}})
                 return False
             try:
                 generation = self.runtime.swap(loaded)

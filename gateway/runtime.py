@@ -34,6 +34,7 @@ from gateway.proxy import ProxyOptions, ProxyTarget
 from gateway.redirects import UpstreamOrigin
 from gateway.routing import PathOwners
 from gateway.settings import Settings, Upstream
+from gateway.settings_key import secret_key, settings_key
 from gateway.surface import Mount, MountContext
 from gateway.upstream import Transport, TransportFactory, create_transport
 from gateway.upstream_urls import UpstreamUrls
@@ -52,7 +53,7 @@ class Generation:
         self.loaded = loaded
         self.settings = settings
         self.lease = lease  # every shared resource this generation uses, released on retiring
-        self.transports = {name: lease.acquire(("upstream", name, up.model_dump_json()),
+        self.transports = {name: lease.acquire(("upstream", name, settings_key(up)),
                                                partial(connect, name, up))
                            for name, up in settings.upstreams.items()}
         self.targets = {name: _target(name, up, self.transports[name])
@@ -194,9 +195,10 @@ def _counter(loaded: LoadedConfig, lease: Lease) -> Any:
         return None
     from gateway.ratelimit.stores import create_counter
 
-    key = (limits.strategy, limits.storage, limits.key_prefix, limits.store_timeout,
-           limits.sync, limits.sync_interval, limits.local_share)
-    return lease.acquire(("rate_limits", *key), lambda: create_counter(*key))
+    args = (limits.strategy, limits.storage, limits.key_prefix, limits.store_timeout,
+            limits.sync, limits.sync_interval, limits.local_share)
+    key = ("rate_limits", secret_key(limits.storage), *args[2:], limits.strategy)
+    return lease.acquire(key, lambda: create_counter(*args))
 
 
 def _failure_store(loaded: LoadedConfig, lease: Lease) -> Any:
@@ -207,10 +209,10 @@ def _failure_store(loaded: LoadedConfig, lease: Lease) -> Any:
         return None
     from gateway.ratelimit.counters import close_limits_storage, limits_storage
 
-    key = ("memory://", "", 0.0) if limits is None else \
+    args = ("memory://", "", 0.0) if limits is None else \
         (limits.storage, limits.key_prefix, limits.store_timeout)
-    return lease.acquire(("auth_failures", *key), lambda: limits_storage(*key),
-                         close_limits_storage)
+    key = ("auth_failures", secret_key(args[0]), *args[1:])
+    return lease.acquire(key, lambda: limits_storage(*args), close_limits_storage)
 
 
 def _egress(mounts: list[Mount], lease: Lease) -> dict[str, EgressClient]:
@@ -220,7 +222,7 @@ def _egress(mounts: list[Mount], lease: Lease) -> dict[str, EgressClient]:
         return {}
     from gateway.upstream.egress.client import EgressClient
 
-    return {mount.name: lease.acquire(("egress", mount.name, rules.model_dump_json()),
+    return {mount.name: lease.acquire(("egress", mount.name, settings_key(rules)),
                                       partial(EgressClient, rules))
             for mount in mounts if (rules := mount.egress) is not None}
 

@@ -94,7 +94,7 @@ def test_reload_of_good_and_bad_config_under_load_fails_no_request(
 def test_sighup_reloads_when_file_watching_is_off(echo: str, echo_b: str, gateway_factory):
     config = config_for("a", echo, echo_b, reload={"watch": False, "interval": 0.1})
     gateway: Gateway = gateway_factory(config)
-    gateway.write_config({**config, "default_upstream": "b"})
+    gateway.write_config({**gateway.config, "default_upstream": "b"})
     time.sleep(0.5)
     assert httpx.get(gateway.url + "/echo").headers["x-upstream"] == "echo"
     gateway.process.signal(signal.SIGHUP)

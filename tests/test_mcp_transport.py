@@ -131,7 +131,7 @@ def test_a_reload_retires_the_old_generation_while_a_client_holds_a_get(config,
                                                                          gateway_factory):
     gateway = gateway_factory(config)
     with held_get(gateway) as answer:
-        gateway.write_config({**config, "mcp": {**config["mcp"], "instructions": "v2"}})
+        gateway.write_config({**gateway.config, "mcp": {**config["mcp"], "instructions": "v2"}})
         retired = _wait_for(lambda: "config generation retired" in gateway.process.stderr(),
                             20)
         assert retired, "the held request kept generation 1 alive"

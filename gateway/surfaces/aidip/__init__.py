@@ -50,6 +50,7 @@ class AidipPlugin(Surface):
         aidip: Aidip | None = self.section(context.settings)
         if aidip is None or not aidip.enabled:
             return None
+        from gateway.settings_key import secret_key
         from gateway.surfaces.aidip.a2a import Cards
         from gateway.surfaces.aidip.a2a_security import CardSecurity
         from gateway.surfaces.aidip.breaker import Breakers
@@ -60,9 +61,10 @@ class AidipPlugin(Surface):
 
         # Registrations (in memory) and breaker state outlive reloads with the same settings.
         registry = aidip.registry
-        store_key = (registry.redis_url, registry.key_prefix, registry.timeout)
+        store_args = (registry.redis_url, registry.key_prefix, registry.timeout)
+        store_key = (secret_key(registry.redis_url or ""), registry.key_prefix, registry.timeout)
         store = context.shared.acquire(("aidip-registry", *store_key),
-                                       lambda: create_store(*store_key))
+                                       lambda: create_store(*store_args))
         breaker_key = (aidip.breaker.failures, aidip.breaker.open_seconds)
         breakers = context.shared.acquire(("aidip-breakers", *breaker_key),
                                           lambda: Breakers(*breaker_key))

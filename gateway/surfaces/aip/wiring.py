@@ -12,6 +12,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from gateway.lifetimes import Lease
+from gateway.settings_key import secret_key
 from gateway.surfaces.aip.config import Aip, EventEndpoint
 from gateway.surfaces.aip.events import EventSink, create_sink
 from gateway.surfaces.aip.gate import Gate
@@ -21,18 +22,18 @@ from gateway.surfaces.aip.signing_config import Events, Signing
 
 
 def nonce_key(signing: Signing) -> Hashable:
-    return ("aip-nonces", signing.nonce_store, signing.nonce_key_prefix)
+    return ("aip-nonces", secret_key(signing.nonce_store), signing.nonce_key_prefix)
 
 
 def sink_key(events: Events) -> Hashable:
     if events.redis_url is not None:
-        return ("aip-events", events.redis_url, events.stream)
+        return ("aip-events", secret_key(events.redis_url), events.stream)
     return ("aip-events", "file", os.path.abspath(events.file))
 
 
 def ledger_key(url: str, event: EventEndpoint) -> Hashable:
     # The retention is per generation (the ledger object), the entries live in the store.
-    return ("aip-ledger", url, event.key_prefix)
+    return ("aip-ledger", secret_key(url), event.key_prefix)
 
 
 @dataclass(slots=True)

@@ -117,6 +117,7 @@ class PdppPlugin(Surface):
         pdpp = self._enabled(context.settings)
         if pdpp is None:
             return None
+        from gateway.settings_key import secret_key, settings_key
         from gateway.surfaces.pdpp.handlers import PdppService
         from gateway.surfaces.pdpp.metadata import semantic_served
         from gateway.surfaces.pdpp.store import Store
@@ -127,7 +128,9 @@ class PdppPlugin(Surface):
         # nor where they are read from (a reload is no reason to read every stream again).
         upstreams = json.dumps({name: str(u.url) for name, u in context.settings.upstreams.items()},
                                sort_keys=True)
-        store_key = ("pdpp-store", pdpp.model_dump_json(exclude={"cursor_secret"}), upstreams)
+        # Secrets count by their value: a reload that rotates the index's DSN gets a new store.
+        store_key = ("pdpp-store", settings_key(pdpp, exclude={"cursor_secret"}),
+                     secret_key(upstreams))
         store = context.shared.acquire(
             store_key, lambda: Store(pdpp.refresh_seconds, pdpp.index, upstreams,
                                      pdpp.semantic.embedder if semantic_served(pdpp)
