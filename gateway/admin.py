@@ -24,22 +24,36 @@ _PROBE_CACHE_SECONDS = 1.0
 
 
 class Readiness:
-    """Ready when a config serves, the process is not draining, and every upstream answers."""
+    """Ready when a config serves, the process is not draining, every upstream answers, and
+    every storage engine a surface requires for readiness is reachable (the others are
+    reported, not required: a pod may stay in rotation without them)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self._checked_at = 0.0
         self._upstreams: dict[str, bool] = {}
+        self._storage: dict[str, bool] = {}
+        self._required: set[str] = set()
         self._lock = asyncio.Lock()
 
-    async def upstreams(self) -> dict[str, bool]:
+    async def probe(self) -> tuple[dict[str, bool], dict[str, bool]]:
+        """Upstreams and storage engines: name -> up."""
         async with self._lock:  # one probe round at a time, however often /readyz is polled
             if time.monotonic() - self._checked_at > _PROBE_CACHE_SECONDS:
                 transports = self.runtime.current.transports
+                storage = {name: kept for mount in self.runtime.current.mounts
+                           for name, kept in mount.storage.items()}
                 results = await asyncio.gather(*(t.probe() for t in transports.values()))
                 self._upstreams = dict(zip(transports, results, strict=True))
+                reached = await asyncio.gather(*(kept.check() for kept in storage.values()))
+                self._storage = dict(zip(storage, reached, strict=True))
+                self._required = {name for name, kept in storage.items()
+                                  if kept.required_for_ready}
                 self._checked_at = time.monotonic()
-            return self._upstreams
+            return self._upstreams, self._storage
+
+    def required(self, storage: dict[str, bool]) -> bool:
+        return all(up for name, up in storage.items() if name in self._required)
 
 
 def _registry() -> CollectorRegistry:
@@ -58,14 +72,16 @@ def create_admin_app(runtime: Runtime) -> Starlette:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        upstreams = await readiness.upstreams()
-        ready = not runtime.draining and all(upstreams.values())
-        body = {
+        upstreams, storage = await readiness.probe()
+        ready = not runtime.draining and all(upstreams.values()) and readiness.required(storage)
+        body: dict[str, object] = {
             "status": "ready" if ready else "not_ready",
             "draining": runtime.draining,
             "config_generation": runtime.current.number,
             "upstreams": {name: "up" if ok else "down" for name, ok in upstreams.items()},
         }
+        if storage:
+            body["storage"] = {name: "up" if ok else "down" for name, ok in storage.items()}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def metrics(request: Request) -> Response:

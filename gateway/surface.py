@@ -118,6 +118,14 @@ class MountContext:
     shared: Lease = field(default_factory=lambda: Resources().lease())
 
 
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """A storage engine a surface serves from: `check()` says whether it is reachable."""
+
+    check: Callable[[], Awaitable[bool]]
+    required_for_ready: bool = False
+
+
 @dataclass(slots=True)
 class Mount:
     """One surface as served by one config generation."""
@@ -140,6 +148,9 @@ class Mount:
     # For such a resource, the token audiences accepted there and nowhere else (its own URL,
     # RFC 8707, as its metadata names it): gateway.auth.audiences.
     resource_audiences: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Storage the surface serves from, for /readyz: name -> an awaitable check (short, never
+    # on the loop's own time) and whether readiness requires it.
+    storage: Mapping[str, Storage] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.prefixes:

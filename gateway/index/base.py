@@ -20,6 +20,11 @@ from typing import Any, Literal, Protocol
 IndexState = Literal["building", "ready", "stale"]
 
 
+class IndexUnavailable(RuntimeError):
+    """The index's storage engine cannot be reached (refused, down, or failing fast for a few
+    seconds after it was): a caller answers 503 at once instead of waiting for it."""
+
+
 @dataclass(frozen=True, slots=True)
 class IndexedRecord:
     key: str

@@ -12,8 +12,16 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from gateway.index.base import FieldScores, IndexedRecord, IndexState, IndexStats, SearchIndex
+from gateway.index.base import (
+    FieldScores,
+    IndexedRecord,
+    IndexState,
+    IndexStats,
+    IndexUnavailable,
+    SearchIndex,
+)
 from gateway.index.postgres import lease, lexical, semantic
+from gateway.index.postgres.guard import Guard
 from gateway.index.postgres.layout import Layout, drop_schema, open_schema, table
 from gateway.index.postgres.pool import open_pool
 from gateway.index.postgres.writes import fit, insert, rows
@@ -28,7 +36,7 @@ class PostgresIndex:
     """One index, as the schema `schema` on the server. Every method blocks: callers run them
     in worker threads, which may call at once (each takes its own pooled connection)."""
 
-    def __init__(self, pool: ConnectionPool[Any], name: str, *, texts: Sequence[str],
+    def __init__(self, pool: ConnectionPool[Any] | Guard, name: str, *, texts: Sequence[str],
                  vectors: Sequence[str] = (), dimensions: int | None = None,
                  text_config: str = "english", max_bytes: int | None = None,
                  use_pgvector: bool | None = None, owns_pool: bool = False) -> None:
@@ -40,10 +48,12 @@ class PostgresIndex:
         self.name = name
         self.layout = Layout(tuple(texts), tuple(vectors), dimensions, text_config)
         self.max_bytes = max_bytes
-        self._pool = pool
+        # Every connection through the breaker: an unreachable server costs its callers
+        # IndexUnavailable at once, never the pool's wait (guard.py).
+        self._pool = pool if isinstance(pool, Guard) else Guard(pool)
         self._owns_pool = owns_pool
         self._holder: str | None = None
-        with pool.connection() as conn:
+        with self._pool.connection() as conn:
             # vector_kind, for the index's metadata: vectors scored by "pgvector" or "exact"
             self.schema, self.vector_kind = open_schema(conn, name, self.layout, use_pgvector)
 
@@ -51,12 +61,25 @@ class PostgresIndex:
     def connect(cls, conninfo: str, name: str, *, max_connections: int = 4,
                 **options: Any) -> PostgresIndex:
         """The index `name` with a pool of its own, closed with it."""
-        pool = open_pool(conninfo, max_connections)
         try:
-            return cls(pool, name, owns_pool=True, **options)
+            pool = open_pool(conninfo, max_connections)
+        except psycopg.OperationalError as exc:
+            raise IndexUnavailable("the index's database cannot be reached") from exc
+        guard = Guard(pool, conninfo, max_connections)
+        try:
+            return cls(guard, name, owns_pool=True, **options)
         except BaseException:
-            pool.close()
+            guard.close()
             raise
+
+    @property
+    def available(self) -> bool:
+        """Whether its server was reachable at the last attempt (no I/O)."""
+        return self._pool.up
+
+    def check(self) -> bool:
+        """Whether its server is reachable (a probe, when the breaker lets one through)."""
+        return self._pool.check()
 
     # Writes (by the replica holding the lease)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.capability import Capability
 from gateway.mapping import MappingError
 from gateway.settings import Settings
-from gateway.surface import Mount, MountContext, Problem, Surface
+from gateway.surface import Mount, MountContext, Problem, Storage, Surface
 from gateway.surfaces.pdpp.config import Pdpp
 from gateway.upstream_urls import url_field_warnings
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from gateway.policy.config import PolicyPack
     from gateway.policy.kinds import RuleKind
     from gateway.policy.resources import ResourceSpec
+    from gateway.surfaces.pdpp.store import Store
 
 
 class PdppPlugin(Surface):
@@ -137,11 +138,19 @@ class PdppPlugin(Surface):
                                      and pdpp.semantic is not None else None))
         service = PdppService(pdpp, streams, cursor_key(pdpp), store)
         return Mount(self.name, service.routes(), render_error=service.render_error,
-                     prefixes=(f"{pdpp.base_path}/v1/streams", f"{pdpp.base_path}/v1/search"))
+                     prefixes=(f"{pdpp.base_path}/v1/streams", f"{pdpp.base_path}/v1/search"),
+                     storage=_storage(pdpp, store))
 
     def _enabled(self, settings: Settings) -> Pdpp | None:
         pdpp = self.section(settings)
         return pdpp if pdpp is not None and pdpp.enabled else None
+
+
+def _storage(pdpp: Pdpp, store: Store) -> dict[str, Storage]:
+    """The shared index's engine, for /readyz (a local one is the gateway's own disk)."""
+    if pdpp.index.engine != "postgres":
+        return {}
+    return {"pdpp.index": Storage(store.index_up, pdpp.index.required_for_ready)}
 
 
 def cursor_key(pdpp: Pdpp) -> bytes:

@@ -189,6 +189,10 @@ class SearchIndexSettings(Strict):
     subjects_max_bytes: Annotated[int, Field(ge=1 << 20)] = Field(
         2 << 30, description="All per-subject indexes together; past it the least recently "
         "used are dropped (and read again when asked for).")
+    required_for_ready: bool = Field(
+        False, description="Whether /readyz answers 503 while the index's engine (postgres) "
+        "cannot be reached. false: the gateway stays in rotation and only requests that need "
+        "the index are answered 503 `index_unavailable`; /readyz names the engine down.")
 
     @model_validator(mode="after")
     def _dsn_for_postgres(self) -> SearchIndexSettings:

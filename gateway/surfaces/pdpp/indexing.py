@@ -59,6 +59,15 @@ def open_index(settings: SearchIndexSettings, stream: CompiledStream, subject: s
                        max_bytes=settings.max_bytes)
 
 
+def engine_reachable(settings: SearchIndexSettings) -> bool:
+    """Whether the indexes' engine can be reached now (a local one always is)."""
+    if settings.engine != "postgres" or settings.dsn is None:
+        return True
+    from gateway.index.postgres.pool import reachable
+
+    return reachable(settings.dsn.get_secret_value())
+
+
 def drop_index(settings: SearchIndexSettings, index: SearchIndex) -> None:
     """Close `index` and remove what it holds (an evicted per-subject index)."""
     path = getattr(index, "path", None)

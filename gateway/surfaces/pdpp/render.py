@@ -29,7 +29,8 @@ _CODES = {
     "websocket_not_supported": "invalid_request",
     "request_too_large": "invalid_request",
 }
-_OWN_5XX = frozenset({"index_building"})  # the gateway's own state, not an upstream's detail
+# The gateway's own state, not an upstream's detail.
+_OWN_5XX = frozenset({"index_building", "index_unavailable"})
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
           404: "not_found_error", 405: "invalid_request_error", 410: "gone_error",
           413: "invalid_request_error", 429: "rate_limit_error"}

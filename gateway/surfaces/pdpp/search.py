@@ -30,11 +30,12 @@ from gateway.embeddings.hashing import tokenize
 from gateway.embeddings.providers import embedder_for
 from gateway.embeddings.running import clip, embed_off_loop
 from gateway.errors import GatewayError
+from gateway.index.base import IndexUnavailable
 from gateway.surfaces.pdpp.filters import Filter, matches
 from gateway.surfaces.pdpp.index import lexical_snippet, semantic_snippet
 from gateway.surfaces.pdpp.projection import Access
 from gateway.surfaces.pdpp.request import search_terms
-from gateway.surfaces.pdpp.store import Entry
+from gateway.surfaces.pdpp.store import Entry, index_unavailable
 from gateway.surfaces.pdpp.streams import CompiledStream, Record
 from gateway.surfaces.pdpp.threads import in_thread, over_records
 
@@ -193,7 +194,10 @@ async def _remembered(searches: Searches | None, key: Hashable,
     too), or what it gave for the same key (the caller's copy: the list is shared)."""
     found = searches.get(key) if searches is not None else None
     if found is None:
-        found = await in_thread(search)
+        try:
+            found = await in_thread(search)
+        except IndexUnavailable:
+            raise index_unavailable() from None
         if searches is not None:
             searches.put(key, found, _size(found))
     return found

@@ -33,10 +33,17 @@ from typing import Any
 from gateway.caching import BoundedCache
 from gateway.embeddings.config import EmbedderSettings
 from gateway.errors import GatewayError
-from gateway.index.base import SearchIndex
+from gateway.index.base import IndexUnavailable, SearchIndex
 from gateway.observability import INDEX_REFRESHES
 from gateway.surfaces.pdpp.config import SearchIndexSettings
-from gateway.surfaces.pdpp.indexing import drop_index, indexed, open_index, restored, version
+from gateway.surfaces.pdpp.indexing import (
+    drop_index,
+    engine_reachable,
+    indexed,
+    open_index,
+    restored,
+    version,
+)
 from gateway.surfaces.pdpp.records import sort_records
 from gateway.surfaces.pdpp.streams import CompiledStream, Record, Snapshot
 from gateway.surfaces.pdpp.threads import in_background, in_thread
@@ -45,6 +52,7 @@ Loader = Callable[[], Awaitable[tuple[list[Record], bool]]]
 Key = tuple[str, str]  # (stream, subject or "")
 MAX_ENTRIES = 512
 FIRST_READ_WAIT = 10.0  # seconds a request waits for a stream's first read and index
+INDEX_RETRY_AFTER = "5"  # seconds, told to a request the index's engine could not serve
 # Search results kept per store (search.py: per copy of a stream and grant shape).
 SEARCHES = 2048
 SEARCH_BYTES = 16 * 1024 * 1024
@@ -96,6 +104,16 @@ class Store:
         self._first_reads: dict[Key, asyncio.Task[Entry]] = {}
         self._holder = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
 
+    async def index_up(self) -> bool:
+        """Whether the indexes' storage engine is reachable: probed in a PDPP thread (each
+        probe short: gateway.index.postgres.guard) through the indexes open, or with a
+        connection of its own before any is (a supervisor of workers opens none)."""
+        checks = [check for index in {id(e.index): e.index for e in self._entries.values()
+                                      }.values() if (check := getattr(index, "check", None))]
+        if not checks:
+            return await in_thread(lambda: engine_reachable(self.settings))
+        return all([await in_thread(check) for check in checks])
+
     async def entry(self, stream: CompiledStream, subject: str, load: Loader) -> Entry:
         """The records of a stream for a subject ("" for a stream of everyone's): a copy
         older than `refresh_seconds` is returned while a refresh runs in the background."""
@@ -124,10 +142,13 @@ class Store:
             task = self._first_reads[key] = asyncio.create_task(first())
             task.add_done_callback(lambda done: self._first_read_done(key, done))
         try:
-            return await asyncio.wait_for(asyncio.shield(task), FIRST_READ_WAIT)
+            entry = await asyncio.wait_for(asyncio.shield(task), FIRST_READ_WAIT)
+        except IndexUnavailable:
+            raise index_unavailable() from None
         except TimeoutError:
             raise GatewayError(503, "index_building", "The stream is being read and indexed; "
                                "try again shortly.", headers=(("retry-after", "5"),)) from None
+        return entry
 
     def _first_read_done(self, key: Key, task: asyncio.Task[Entry]) -> None:
         self._first_reads.pop(key, None)
@@ -212,6 +233,11 @@ class Store:
         indexes = {id(entry.index): entry.index for entry in self._entries.values()}
         for index in indexes.values():
             await in_thread(index.close)
+
+
+def index_unavailable() -> GatewayError:
+    return GatewayError(503, "index_unavailable", "The search index is unavailable; try again "
+                        "shortly.", headers=(("retry-after", INDEX_RETRY_AFTER),))
 
 
 def _from_index(index: SearchIndex, follower: bool = False) -> Entry | None:
