@@ -7,6 +7,7 @@ an MCP endpoint (the official SDK's server, behind a bearer token) and an A2A ca
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -90,6 +91,7 @@ async def _huge_json() -> AsyncIterator[bytes]:
     chunk = b"x" * 65536
     for _ in range(HUGE // len(chunk)):
         yield chunk
+        await asyncio.sleep(0)  # the other origins this process serves are served meanwhile
     yield b'"}}'
 
 
