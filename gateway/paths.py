@@ -9,6 +9,7 @@ slashes (Envoy and nginx offer the same protections as normalisation options).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 _ENCODED_SEPARATOR = re.compile(rb"%(2f|5c)", re.IGNORECASE)
 _DOT_SEGMENT = re.compile(r"(^|/)\.{1,2}(/|;|$)")
@@ -43,3 +44,9 @@ def matches_prefix(prefix: str, path: str) -> bool:
     if not path.startswith(prefix):
         return False
     return prefix.endswith("/") or len(path) == len(prefix) or path[len(prefix)] in "/;"
+
+
+def longest_prefix(prefixes: Iterable[str], path: str) -> str | None:
+    """The longest of `prefixes` that covers `path` (as `matches_prefix` reads it), if any."""
+    covering = [prefix for prefix in prefixes if matches_prefix(prefix, path)]
+    return max(covering, key=len) if covering else None

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gateway.paths import longest_prefix
+
 # Where a token is limited to: the own-resource path prefixes it may be presented at; None
 # when it is not limited.
 Limit = frozenset[str] | None
@@ -52,9 +54,8 @@ class ResourceAudiences:
         `path` falls under (the longest prefix, as its metadata URL is found) is one of them."""
         if limit is None:
             return True
-        owning = [own for own in self._paths
-                  if path == own or path.startswith(own.rstrip("/") + "/")]
-        return bool(owning) and max(owning, key=len) in limit
+        owning = longest_prefix(self._paths, path)
+        return owning is not None and owning in limit
 
 
 def _audiences(claim: Any) -> set[str]:

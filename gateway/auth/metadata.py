@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.auth.config import Auth
+from gateway.paths import longest_prefix
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
@@ -46,11 +47,10 @@ class MetadataUrls:
     own_paths: Sequence[str] = ()  # path prefixes that are resources of their own
 
     def url_for(self, path: str) -> str:
-        owning = [own for own in self.own_paths
-                  if path == own or path.startswith(own.rstrip("/") + "/")]
-        if not owning:
+        owning = longest_prefix(self.own_paths, path)
+        if owning is None:
             return metadata_url(self.resource)
-        return metadata_url(own_resource(self.resource, max(owning, key=len)))
+        return metadata_url(own_resource(self.resource, owning))
 
 
 def protected_resource_metadata(auth: Auth, resource: str, scopes: set[str]) -> dict[str, Any]:
